@@ -1,0 +1,220 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ExposureType is how a claimed workload is reached.
+// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer;Ingress
+type ExposureType string
+
+const (
+	ExposureClusterIP    ExposureType = "ClusterIP"
+	ExposureNodePort     ExposureType = "NodePort"
+	ExposureLoadBalancer ExposureType = "LoadBalancer"
+	ExposureIngress      ExposureType = "Ingress"
+)
+
+// TemplateSource is a Kustomize target in Git.
+type TemplateSource struct {
+	// url of the Git repository (https://, http:// or ssh://).
+	// +kubebuilder:validation:Pattern=`^(https?|ssh)://`
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url"`
+
+	// ref is a branch, tag or commit SHA; the resolved commit is recorded on each Claim.
+	// +optional
+	// +kubebuilder:default=main
+	// +kubebuilder:validation:MaxLength=255
+	Ref string `json:"ref,omitempty"`
+
+	// path of the Kustomize base inside the repository, for example "apps/code-server/base".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(p, p == '..')",message="path must be relative and must not contain '..'"
+	Path string `json:"path"`
+}
+
+// ExposureOption is one exposure type the template offers.
+type ExposureOption struct {
+	// type of exposure.
+	Type ExposureType `json:"type"`
+
+	// component is an optional Kustomize component path (relative to the
+	// repository root) applied for this exposure, for example
+	// "apps/code-server/components/ingress".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Component string `json:"component,omitempty"`
+}
+
+// BindingKind says how a value is written into a rendered object.
+// +kubebuilder:validation:Enum=Replicas;Image;Resources;Env;Field
+type BindingKind string
+
+const (
+	BindingReplicas  BindingKind = "Replicas"
+	BindingImage     BindingKind = "Image"
+	BindingResources BindingKind = "Resources"
+	BindingEnv       BindingKind = "Env"
+	BindingField     BindingKind = "Field"
+)
+
+// ObjectSelector picks rendered objects by kind and name.
+type ObjectSelector struct {
+	// kind of the rendered object, for example "Deployment".
+	// +kubebuilder:validation:MinLength=1
+	Kind string `json:"kind"`
+	// name of the rendered object.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// ParameterBinding moves one user value into a field of a rendered object.
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Field' || (has(self.fieldPath) && self.fieldPath != '')",message="fieldPath is required when kind is Field",fieldPath=".fieldPath"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Env' || (has(self.envName) && self.envName != '')",message="envName is required when kind is Env",fieldPath=".envName"
+type ParameterBinding struct {
+	// value is the top-level key in the Claim's values.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Value string `json:"value"`
+
+	// kind of binding: Replicas, Image, Resources, Env or Field.
+	Kind BindingKind `json:"kind"`
+
+	// target is the rendered object that receives the value.
+	Target ObjectSelector `json:"target"`
+
+	// container is the container name for Image, Resources and Env; the first container when empty.
+	// +optional
+	Container string `json:"container,omitempty"`
+
+	// envName is the environment variable set by an Env binding.
+	// +optional
+	EnvName string `json:"envName,omitempty"`
+
+	// fieldPath is a JSON pointer (RFC 6901) for a Field binding, for example "/spec/template/spec/priorityClassName".
+	// +optional
+	// +kubebuilder:validation:Pattern=`^(/[^/]+)+$`
+	FieldPath string `json:"fieldPath,omitempty"`
+}
+
+// GeneratorKind is the kind of generated object.
+// +kubebuilder:validation:Enum=ConfigMap;Secret
+type GeneratorKind string
+
+// Generator turns user values into a generated ConfigMap or Secret.
+type Generator struct {
+	// kind is ConfigMap or Secret.
+	Kind GeneratorKind `json:"kind"`
+	// name of the generated object (Kustomize appends a content hash).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	Name string `json:"name"`
+	// values are the top-level keys in the Claim's values that become entries.
+	// +kubebuilder:validation:MinItems=1
+	Values []string `json:"values"`
+}
+
+// Access says who may claim a template.
+type Access struct {
+	// namespaceSelector limits claims to namespaces with matching labels; empty allows every namespace.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// groups limits claims to users in one of these groups (checked by the admission webhook).
+	// +optional
+	Groups []string `json:"groups,omitempty"`
+}
+
+// ClaimTemplateSpec is a workload template published by a platform admin.
+type ClaimTemplateSpec struct {
+	// source is the Kustomize base in Git.
+	Source TemplateSource `json:"source"`
+
+	// components are Kustomize component paths (relative to the repository root) always applied.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	Components []string `json:"components,omitempty"`
+
+	// valuesSchema is a JSON schema (draft 2020-12) that a Claim's values must satisfy.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	ValuesSchema *apiextensionsv1.JSON `json:"valuesSchema,omitempty"`
+
+	// parameters bind values to fields of the rendered objects.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Parameters []ParameterBinding `json:"parameters,omitempty"`
+
+	// generators turn values into a generated ConfigMap or Secret.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Generators []Generator `json:"generators,omitempty"`
+
+	// service is the name of the rendered Service that exposure applies to.
+	// +optional
+	Service string `json:"service,omitempty"`
+
+	// exposures lists the exposure types on offer; empty offers ClusterIP only.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Exposures []ExposureOption `json:"exposures,omitempty"`
+
+	// access says who may claim this template.
+	// +optional
+	Access Access `json:"access,omitempty"`
+
+	// repositoryPrefix is the default target: a Claim without target.repository
+	// pushes to "<repositoryPrefix>/<namespace>/<claim name>".
+	// +optional
+	// +kubebuilder:validation:MaxLength=200
+	RepositoryPrefix string `json:"repositoryPrefix,omitempty"`
+}
+
+// ClaimTemplateStatus is the observed state of a ClaimTemplate.
+type ClaimTemplateStatus struct {
+	// observedGeneration is the generation last validated.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready says whether the template is usable (for example, its values schema compiles).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClaimTemplate is an admin-published workload template: a Kustomize target in
+// Git, a values schema, parameter bindings and the exposures on offer.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=ctpl,categories=packline
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.source.url`
+// +kubebuilder:printcolumn:name="Path",type=string,JSONPath=`.spec.source.path`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClaimTemplate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the template.
+	Spec ClaimTemplateSpec `json:"spec"`
+	// status is the observed state.
+	// +optional
+	Status ClaimTemplateStatus `json:"status,omitempty"`
+}
+
+// ClaimTemplateList is a list of ClaimTemplates.
+// +kubebuilder:object:root=true
+type ClaimTemplateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClaimTemplate `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClaimTemplate{}, &ClaimTemplateList{})
+}

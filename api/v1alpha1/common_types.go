@@ -1,0 +1,206 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Target says where the packed artifact is pushed.
+type Target struct {
+	// repository is the OCI repository to push to, without tag or digest,
+	// for example "registry.example.com/team/models/llama".
+	// On a Claim it may be left empty to use the template's repository prefix.
+	// +optional
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)+$`
+	Repository string `json:"repository,omitempty"`
+
+	// tag is the tag to push. The digest in status is the immutable reference;
+	// the tag is a convenience for humans.
+	// +optional
+	// +kubebuilder:default=latest
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$`
+	Tag string `json:"tag,omitempty"`
+
+	// pushSecretRef names a kubernetes.io/dockerconfigjson Secret in the same
+	// namespace. It is mounted into the worker pod only; the controller never
+	// reads it.
+	// +optional
+	PushSecretRef *corev1.LocalObjectReference `json:"pushSecretRef,omitempty"`
+
+	// plainHTTP talks to the registry over plain HTTP instead of HTTPS.
+	// +optional
+	PlainHTTP bool `json:"plainHTTP,omitempty"`
+
+	// insecureSkipTLSVerify disables TLS certificate verification. Prefer caSecretRef.
+	// +optional
+	InsecureSkipTLSVerify bool `json:"insecureSkipTLSVerify,omitempty"`
+
+	// caSecretRef names a Secret in the same namespace whose "ca.crt" key holds
+	// PEM certificates to trust for the registry, in addition to the system pool.
+	// +optional
+	CASecretRef *corev1.LocalObjectReference `json:"caSecretRef,omitempty"`
+}
+
+// ReclaimPolicy says what happens to the workspace PVC when a run ends.
+// +kubebuilder:validation:Enum=Delete;Retain
+type ReclaimPolicy string
+
+const (
+	// ReclaimDelete deletes the workspace PVC once the run succeeded, freeing
+	// the storage. A failed run keeps it for inspection and resumable retries.
+	ReclaimDelete ReclaimPolicy = "Delete"
+	// ReclaimRetain keeps the workspace PVC until the resource is deleted.
+	ReclaimRetain ReclaimPolicy = "Retain"
+)
+
+// WorkspaceSpec configures the workspace PVC <name>-workspace.
+type WorkspaceSpec struct {
+	// size of the workspace volume. Defaults to the profile's, else 10Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName of the workspace PVC. Defaults to the profile's, else
+	// the cluster default.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// reclaimPolicy: Delete (the default) frees the workspace once the run
+	// succeeded; Retain keeps it until the resource is deleted.
+	// +optional
+	// +kubebuilder:default=Delete
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
+}
+
+// DeletionPolicy says what happens to the pushed tag when the resource is deleted.
+// +kubebuilder:validation:Enum=Orphan;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionOrphan leaves the pushed artifact in the registry.
+	DeletionOrphan DeletionPolicy = "Orphan"
+	// DeletionDelete removes the pushed tag through a cleanup Job.
+	DeletionDelete DeletionPolicy = "Delete"
+)
+
+// PipelineSpec holds the settings every pipeline run shares, on Artifact and Claim.
+type PipelineSpec struct {
+	// retryLimit is how many times a retryable failure is retried, with
+	// exponential backoff, before the resource is Stalled. Defaults to the
+	// manager's --default-retry-limit (3).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=20
+	RetryLimit *int32 `json:"retryLimit,omitempty"`
+
+	// timeout bounds one attempt; it becomes the Job's activeDeadlineSeconds.
+	// Between 1m and 168h; defaults to 6h.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="timeout must be between 1m and 168h"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// queueName is a Kueue LocalQueue. When set, the Job is created suspended
+	// with the kueue.x-k8s.io/queue-name label and Kueue decides when it runs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	QueueName string `json:"queueName,omitempty"`
+
+	// workspace configures the workspace PVC. It is immutable: a bound
+	// volume cannot change class or shrink.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspace is immutable"
+	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
+
+	// resources of the worker container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// deletionPolicy: Orphan (the default) leaves the pushed artifact in the
+	// registry when this resource is deleted; Delete removes its tag.
+	// +optional
+	// +kubebuilder:default=Orphan
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+}
+
+// Phase is the coarse state of a pipeline run.
+// +kubebuilder:validation:Enum=Pending;Queued;Running;Retrying;Succeeded;Failed
+type Phase string
+
+const (
+	PhasePending   Phase = "Pending"
+	PhaseQueued    Phase = "Queued"
+	PhaseRunning   Phase = "Running"
+	PhaseRetrying  Phase = "Retrying"
+	PhaseSucceeded Phase = "Succeeded"
+	PhaseFailed    Phase = "Failed"
+)
+
+// kstatus condition types.
+const (
+	ConditionReady       = "Ready"
+	ConditionReconciling = "Reconciling"
+	ConditionStalled     = "Stalled"
+)
+
+// PipelineStatus is the observed state of a pipeline run, the same on Artifact and Claim.
+type PipelineStatus struct {
+	// observedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase is Pending, Queued, Running, Retrying, Succeeded or Failed.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// digest of the pushed manifest, "sha256:...".
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// reference pins the pushed artifact by digest: "<repository>@sha256:...".
+	// +optional
+	Reference string `json:"reference,omitempty"`
+
+	// tag that was pushed.
+	// +optional
+	Tag string `json:"tag,omitempty"`
+
+	// attempts made for the observed generation.
+	// +optional
+	Attempts int32 `json:"attempts,omitempty"`
+
+	// jobRef names the Job of the current attempt.
+	// +optional
+	JobRef *corev1.LocalObjectReference `json:"jobRef,omitempty"`
+
+	// startTime is when the first attempt of this generation started.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the run reached Succeeded or Failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// nextAttemptTime is when a Retrying run starts its next attempt. It is
+	// kept in status so that a restarted manager honours the backoff.
+	// +optional
+	NextAttemptTime *metav1.Time `json:"nextAttemptTime,omitempty"`
+
+	// sourceRevision is the resolved source: a Git commit, a Hugging Face
+	// commit or a source digest.
+	// +optional
+	SourceRevision string `json:"sourceRevision,omitempty"`
+
+	// inputsHash is a hash of the effective inputs of the run (spec, and for a
+	// Claim its template, profile and values). A change starts a new run.
+	// +optional
+	InputsHash string `json:"inputsHash,omitempty"`
+
+	// conditions: Ready, Reconciling and Stalled, in kstatus style.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}

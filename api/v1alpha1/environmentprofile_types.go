@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// RegistryRewrite replaces an image registry prefix.
+type RegistryRewrite struct {
+	// from is the prefix to replace, for example "docker.io".
+	// +kubebuilder:validation:MinLength=1
+	From string `json:"from"`
+	// to is the replacement, for example "mirror.example.com/dockerhub".
+	// +kubebuilder:validation:MinLength=1
+	To string `json:"to"`
+}
+
+// EnvironmentProfileSpec is an environment overlay chosen by the platform.
+type EnvironmentProfileSpec struct {
+	// namespaceSelector picks the namespaces whose Claims get this profile.
+	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
+
+	// priority breaks ties when several profiles match: highest first, then name.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	Priority int32 `json:"priority,omitempty"`
+
+	// storageClassName is set on rendered PVCs and on the workspace PVC.
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// workspaceSize is the default workspace size for Claims and Artifacts in matching namespaces.
+	// +optional
+	WorkspaceSize *resource.Quantity `json:"workspaceSize,omitempty"`
+
+	// ingressClassName is set on rendered Ingresses.
+	// +optional
+	IngressClassName string `json:"ingressClassName,omitempty"`
+
+	// runtimeClassName is set on rendered pod templates (for example a GPU runtime).
+	// +optional
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+
+	// registryRewrites rewrite image registry prefixes in rendered pod templates.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	RegistryRewrites []RegistryRewrite `json:"registryRewrites,omitempty"`
+
+	// imagePullSecrets are added to rendered pod templates.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// nodeSelector is merged into rendered pod templates.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// tolerations are added to rendered pod templates.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// labels are added to every rendered object.
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// EnvironmentProfile is the environment overlay for Claims in the namespaces
+// it selects. The platform picks it; the user never does.
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=envp,categories=packline
+// +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
+// +kubebuilder:printcolumn:name="StorageClass",type=string,JSONPath=`.spec.storageClassName`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EnvironmentProfile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the profile.
+	Spec EnvironmentProfileSpec `json:"spec"`
+}
+
+// EnvironmentProfileList is a list of EnvironmentProfiles.
+// +kubebuilder:object:root=true
+type EnvironmentProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EnvironmentProfile `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EnvironmentProfile{}, &EnvironmentProfileList{})
+}

@@ -1,0 +1,148 @@
+// Package result is the contract between the worker and the controller: one
+// JSON object of at most MaxBytes written to the pod's termination message.
+//
+// The controller parses it strictly. Anything it cannot trust (unknown
+// fields, trailing data, both or neither of success and error, a malformed
+// digest) is an error, which the controller reports as InvalidResult rather
+// than guessing or requeueing forever.
+package result
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"unicode/utf8"
+)
+
+// MaxBytes is the kubelet's limit on a termination message.
+const MaxBytes = 4096
+
+// DefaultPath is where Kubernetes reads the termination message from.
+const DefaultPath = "/dev/termination-log"
+
+// Result is what one worker run produced: either the pushed artifact, or Error.
+type Result struct {
+	Digest         string `json:"digest,omitempty"`
+	Reference      string `json:"reference,omitempty"`
+	MediaType      string `json:"mediaType,omitempty"`
+	ArtifactType   string `json:"artifactType,omitempty"`
+	Size           int64  `json:"size,omitempty"`
+	SourceRevision string `json:"sourceRevision,omitempty"`
+	Tag            string `json:"tag,omitempty"`
+
+	Error *Error `json:"error,omitempty"`
+}
+
+// Error is a failed run. Permanent errors (bad input, denied credentials,
+// missing source) are not retried; the others are.
+type Error struct {
+	Reason    string `json:"reason"`
+	Message   string `json:"message"`
+	Permanent bool   `json:"permanent"`
+}
+
+func (e *Error) Error() string { return e.Reason + ": " + e.Message }
+
+// Failed reports whether the result is a failure.
+func (r Result) Failed() bool { return r.Error != nil }
+
+var (
+	digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	reasonRE = regexp.MustCompile(`^[A-Z][A-Za-z0-9]{0,63}$`)
+)
+
+// Validate checks the invariants Parse enforces.
+func (r Result) Validate() error {
+	if r.Error != nil {
+		if r.Digest != "" || r.Reference != "" {
+			return errors.New("result has both an error and a digest")
+		}
+		if !reasonRE.MatchString(r.Error.Reason) {
+			return fmt.Errorf("error.reason %q is not a CamelCase word", r.Error.Reason)
+		}
+		if r.Error.Message == "" {
+			return errors.New("error.message is empty")
+		}
+		return nil
+	}
+	if !digestRE.MatchString(r.Digest) {
+		return fmt.Errorf("digest %q is not sha256:<64 hex>", r.Digest)
+	}
+	if r.Reference == "" {
+		return errors.New("reference is empty")
+	}
+	if want := "@" + r.Digest; len(r.Reference) <= len(want) || r.Reference[len(r.Reference)-len(want):] != want {
+		return fmt.Errorf("reference %q does not end in @%s", r.Reference, r.Digest)
+	}
+	if r.Size < 0 {
+		return errors.New("size is negative")
+	}
+	return nil
+}
+
+// Parse decodes a termination message strictly.
+func Parse(b []byte) (Result, error) {
+	var r Result
+	if len(bytes.TrimSpace(b)) == 0 {
+		return r, errors.New("no result was written")
+	}
+	if len(b) > MaxBytes {
+		return r, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxBytes)
+	}
+	if !utf8.Valid(b) {
+		return r, errors.New("result is not UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Result{}, fmt.Errorf("result is not a JSON object: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Result{}, errors.New("result has trailing data after the JSON object")
+	}
+	if err := r.Validate(); err != nil {
+		return Result{}, err
+	}
+	return r, nil
+}
+
+// Marshal encodes r within MaxBytes, shortening the error message if needed
+// so a long error never loses the whole result.
+func Marshal(r Result) ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) <= MaxBytes {
+		return b, nil
+	}
+	if r.Error == nil {
+		return nil, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxBytes)
+	}
+	e := *r.Error
+	over := len(b) - MaxBytes + len("…") + 8 // JSON escaping slack
+	msg := []rune(e.Message)
+	for len(msg) > 0 && over > 0 {
+		over -= utf8.RuneLen(msg[len(msg)-1])
+		msg = msg[:len(msg)-1]
+	}
+	e.Message = string(msg) + "…"
+	r.Error = &e
+	return Marshal(r)
+}
+
+// Write writes r to path (normally DefaultPath).
+func Write(path string, r Result) error {
+	b, err := Marshal(r)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

@@ -1,0 +1,89 @@
+package result
+
+import (
+	"strings"
+	"testing"
+)
+
+const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestParse(t *testing.T) {
+	cases := []struct {
+		name, in string
+		wantErr  string
+	}{
+		{"success", `{"digest":"` + d + `","reference":"r.io/a/b@` + d + `","size":3}`, ""},
+		{"failure", `{"error":{"reason":"AuthDenied","message":"401 from registry","permanent":true}}`, ""},
+		{"empty", ``, "no result"},
+		{"whitespace", " \n", "no result"},
+		{"not json", `digest: sha256:abc`, "not a JSON object"},
+		{"unknown field", `{"digest":"` + d + `","reference":"r@` + d + `","extra":1}`, "unknown field"},
+		{"trailing", `{"error":{"reason":"X","message":"m"}} {}`, "trailing"},
+		{"bad digest", `{"digest":"sha256:xyz","reference":"r@sha256:xyz"}`, "not sha256"},
+		{"ref mismatch", `{"digest":"` + d + `","reference":"r:latest"}`, "does not end"},
+		{"both", `{"digest":"` + d + `","reference":"r@` + d + `","error":{"reason":"X","message":"m"}}`, "both"},
+		{"neither", `{}`, "not sha256"},
+		{"bad reason", `{"error":{"reason":"no spaces allowed","message":"m"}}`, "CamelCase"},
+		{"empty message", `{"error":{"reason":"X","message":""}}`, "message is empty"},
+		{"too big", `{"error":{"reason":"X","message":"` + strings.Repeat("a", MaxBytes) + `"}}`, "more than"},
+		{"array", `[1]`, "not a JSON object"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.in))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Parse: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Parse error = %v, want containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestMarshalTruncatesLongErrors(t *testing.T) {
+	r := Result{Error: &Error{Reason: "SourceFailed", Message: strings.Repeat("é\"", 5000), Permanent: true}}
+	b, err := Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > MaxBytes {
+		t.Fatalf("marshalled %d bytes", len(b))
+	}
+	got, err := Parse(b)
+	if err != nil {
+		t.Fatalf("round trip: %v", err)
+	}
+	if !got.Error.Permanent || !strings.HasSuffix(got.Error.Message, "…") {
+		t.Fatalf("lost fields: %+v", got.Error)
+	}
+}
+
+// FuzzParse: whatever Parse accepts must re-marshal and re-parse to the same value.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"digest":"` + d + `","reference":"r.io/a/b@` + d + `","size":3,"sourceRevision":"abc"}`))
+	f.Add([]byte(`{"error":{"reason":"AuthDenied","message":"401","permanent":true}}`))
+	f.Add([]byte(`{"digest":"sha256:00"}`))
+	f.Add([]byte(`{} []`))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Parse(b)
+		if err != nil {
+			return
+		}
+		out, err := Marshal(r)
+		if err != nil {
+			t.Fatalf("accepted result does not marshal: %v", err)
+		}
+		r2, err := Parse(out)
+		if err != nil {
+			t.Fatalf("re-parse: %v", err)
+		}
+		if (r.Error == nil) != (r2.Error == nil) || r.Digest != r2.Digest {
+			t.Fatalf("round trip changed the result: %+v vs %+v", r, r2)
+		}
+	})
+}

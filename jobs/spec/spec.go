@@ -1,0 +1,111 @@
+// Package spec is what the controller hands the worker: a JSON document in
+// the PACKLINE_SPEC environment variable, plus the fixed paths and variable
+// names where the pod carries credentials.
+//
+// The document holds no secret. Credentials reach the pod only as
+// env.valueFrom or Secret volumes at the paths below, so they never appear in
+// args, the Job spec, logs or the controller's memory.
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+// Environment variables and paths shared by the Job builder and the worker.
+const (
+	// EnvSpec holds the JSON-encoded Artifact or Claim document.
+	EnvSpec = "PACKLINE_SPEC"
+	// EnvHFToken carries the Hugging Face token (env.valueFrom a Secret key).
+	EnvHFToken = "HF_TOKEN"
+	// EnvHFEndpoint overrides the Hugging Face endpoint.
+	EnvHFEndpoint = "HF_ENDPOINT"
+	// EnvDockerConfig points at the folder holding the push config.json.
+	EnvDockerConfig = "DOCKER_CONFIG"
+
+	// WorkspaceDir is where the workspace PVC is mounted.
+	WorkspaceDir = "/workspace"
+	// TmpDir is a writable emptyDir; the root filesystem is read-only.
+	TmpDir = "/tmp"
+	// PushAuthDir holds config.json from the target's dockerconfigjson Secret.
+	PushAuthDir = "/var/run/packline/push-auth"
+	// PullAuthDir holds config.json for an OCI source's registry.
+	PullAuthDir = "/var/run/packline/pull-auth"
+	// CADir holds ca.crt from the target's CA Secret.
+	CADir = "/var/run/packline/ca"
+	// SourceAuthDir holds the Git source Secret's keys as files
+	// (username, password, token, ssh-privatekey, known_hosts).
+	SourceAuthDir = "/var/run/packline/source-auth"
+	// SourceVolumeDir is where a volume source's PVC is mounted read-only.
+	SourceVolumeDir = "/var/run/packline/source-volume"
+)
+
+// Target is where the worker pushes. Credentials come from DOCKER_CONFIG.
+type Target struct {
+	Repository string `json:"repository"`
+	Tag        string `json:"tag"`
+	PlainHTTP  bool   `json:"plainHTTP,omitempty"`
+	Insecure   bool   `json:"insecure,omitempty"`
+	// CAFile is set when a CA Secret is mounted.
+	CAFile string `json:"caFile,omitempty"`
+}
+
+// Artifact is the job of `worker artifact`.
+type Artifact struct {
+	Source  v1alpha1.ArtifactSource `json:"source"`
+	Format  v1alpha1.PackFormat     `json:"format"`
+	Kitfile string                  `json:"kitfile,omitempty"`
+	Target  Target                  `json:"target"`
+	// Annotations are added to the pushed manifest.
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// Claim is the job of `worker claim`: render the template with the values,
+// exposure and profile, and push the manifests.
+type Claim struct {
+	// Name and Namespace of the Claim, used for the default names of
+	// generated objects and the rendered namespace.
+	Name      string                           `json:"name"`
+	Namespace string                           `json:"namespace"`
+	Template  v1alpha1.ClaimTemplateSpec       `json:"template"`
+	Values    *apiextensionsv1.JSON            `json:"values,omitempty"`
+	Exposure  v1alpha1.Exposure                `json:"exposure"`
+	Profile   *v1alpha1.EnvironmentProfileSpec `json:"profile,omitempty"`
+	Target    Target                           `json:"target"`
+}
+
+// Encode returns the JSON document for EnvSpec.
+func Encode(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Load decodes EnvSpec into v, rejecting unknown fields so that a worker
+// older than the controller fails loudly instead of ignoring a setting.
+func Load(v any) error {
+	raw := os.Getenv(EnvSpec)
+	if raw == "" {
+		return errors.New(EnvSpec + " is not set")
+	}
+	return Decode([]byte(raw), v)
+}
+
+// Decode is Load on bytes.
+func Decode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("decoding %s: %w", EnvSpec, err)
+	}
+	return nil
+}
