@@ -1,0 +1,254 @@
+// Package regtest runs the real distribution registry (v3) on loopback for
+// tests: a temp storage dir, a free port, optional htpasswd auth, and
+// Stop/Restart to test a registry that goes away.
+//
+// The binary comes from $PACKLINE_REGISTRY_BIN, or else from
+// test/tools/registry.sh, which builds it once into a cache folder.
+package regtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// EnvBinary names the registry binary to run, skipping the build script.
+const EnvBinary = "PACKLINE_REGISTRY_BIN"
+
+// Options change how the registry runs.
+type Options struct {
+	// Users enables htpasswd basic auth with these username → password pairs.
+	Users map[string]string
+}
+
+// Registry is one running registry process.
+type Registry struct {
+	// Host is "127.0.0.1:<port>"; it stays the same across Restart.
+	Host string
+
+	t      testing.TB
+	bin    string
+	config string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	logs   *bytes.Buffer
+}
+
+// Start runs a registry without auth and returns its "host:port".
+func Start(t testing.TB) string {
+	return StartWith(t, Options{}).Host
+}
+
+// StartWith runs a registry with o; it is killed when the test ends.
+func StartWith(t testing.TB, o Options) *Registry {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatalf("regtest: %v", err)
+	}
+	dir := t.TempDir()
+	host, err := freeAddr()
+	if err != nil {
+		t.Fatalf("regtest: %v", err)
+	}
+	cfg, err := writeConfig(dir, host, o)
+	if err != nil {
+		t.Fatalf("regtest: %v", err)
+	}
+	r := &Registry{Host: host, t: t, bin: bin, config: cfg}
+	t.Cleanup(r.Stop)
+	if err := r.start(); err != nil {
+		t.Fatalf("regtest: %v", err)
+	}
+	return r
+}
+
+// Stop kills the registry; the storage is kept for Restart.
+func (r *Registry) Stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+	r.cmd = nil
+}
+
+// Restart starts a stopped registry again on the same address and storage.
+func (r *Registry) Restart() {
+	r.t.Helper()
+	r.Stop()
+	if err := r.start(); err != nil {
+		r.t.Fatalf("regtest: %v", err)
+	}
+}
+
+func (r *Registry) start() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lastErr error
+	// A port found free can be taken before the registry binds it; the
+	// registry then exits, and we try again rather than flake.
+	for attempt := 0; attempt < 3; attempt++ {
+		logs := &bytes.Buffer{}
+		cmd := exec.Command(r.bin, "serve", r.config)
+		cmd.Stdout, cmd.Stderr = logs, logs
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("starting %s: %w", r.bin, err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		if err := waitReady(r.Host, done, 30*time.Second); err != nil {
+			_ = cmd.Process.Kill()
+			<-done
+			lastErr = fmt.Errorf("%w; registry output:\n%s", err, logs.String())
+			continue
+		}
+		r.cmd, r.done, r.logs = cmd, done, logs
+		return nil
+	}
+	return lastErr
+}
+
+// waitReady polls /v2/ until it answers 200 or 401, the process dies, or the
+// deadline passes.
+func waitReady(host string, exited <-chan struct{}, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	client := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		select {
+		case <-exited:
+			return errors.New("registry exited before it was ready")
+		default:
+		}
+		resp, err := client.Get("http://" + host + "/v2/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("registry on %s not ready after %s", host, timeout)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func writeConfig(dir, host string, o Options) (string, error) {
+	storage := filepath.Join(dir, "storage")
+	if err := os.MkdirAll(storage, 0o755); err != nil {
+		return "", err
+	}
+	var auth string
+	if len(o.Users) > 0 {
+		var lines []string
+		for user, pass := range o.Users {
+			h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+			if err != nil {
+				return "", err
+			}
+			lines = append(lines, user+":"+string(h))
+		}
+		htpasswd := filepath.Join(dir, "htpasswd")
+		if err := os.WriteFile(htpasswd, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			return "", err
+		}
+		auth = fmt.Sprintf("auth:\n  htpasswd:\n    realm: regtest\n    path: %s\n", htpasswd)
+	}
+	cfg := fmt.Sprintf(`version: 0.1
+log:
+  level: error
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: %s
+  delete:
+    enabled: true
+  maintenance:
+    uploadpurging:
+      enabled: false
+http:
+  addr: %s
+  secret: regtest-not-a-secret
+%s`, storage, host, auth)
+	path := filepath.Join(dir, "config.yml")
+	return path, os.WriteFile(path, []byte(cfg), 0o600)
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// Binary returns the registry binary, building it once per process if needed.
+func Binary() (string, error) {
+	binOnce.Do(func() {
+		if p := os.Getenv(EnvBinary); p != "" {
+			binPath = p
+			return
+		}
+		root, err := repoRoot()
+		if err != nil {
+			binErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, filepath.Join(root, "test", "tools", "registry.sh"))
+		cmd.Dir = root
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			binErr = fmt.Errorf("test/tools/registry.sh: %v\n%s", err, stderr.String())
+			return
+		}
+		binPath = strings.TrimSpace(string(out))
+	})
+	return binPath, binErr
+}
+
+// repoRoot walks up from the working directory to the folder with go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "test", "tools", "registry.sh")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("cannot find test/tools/registry.sh above the working directory; set " + EnvBinary)
+		}
+		dir = parent
+	}
+}
