@@ -1,0 +1,16 @@
+package v1alpha1
+
+// The pipeline in controllers/pipeline is kind-agnostic: it drives any
+// object that exposes its shared spec and status through these accessors.
+
+// GetPipelineSpec returns the shared pipeline settings.
+func (a *Artifact) GetPipelineSpec() *PipelineSpec { return &a.Spec.PipelineSpec }
+
+// GetPipelineStatus returns the status the pipeline writes.
+func (a *Artifact) GetPipelineStatus() *PipelineStatus { return &a.Status }
+
+// GetPipelineSpec returns the shared pipeline settings.
+func (c *Claim) GetPipelineSpec() *PipelineSpec { return &c.Spec.PipelineSpec }
+
+// GetPipelineStatus returns the status the pipeline writes.
+func (c *Claim) GetPipelineStatus() *PipelineStatus { return &c.Status }

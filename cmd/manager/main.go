@@ -1,0 +1,82 @@
+// Command manager runs the packline controllers.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/pipeline"
+)
+
+func main() {
+	cfg := pipeline.DefaultConfig()
+	var (
+		metricsAddr, probeAddr string
+		leaderElect            bool
+		leaderElectionNS       string
+		retryLimit             int
+	)
+	flag.StringVar(&cfg.WorkerImage, "worker-image", cfg.WorkerImage, "Image that runs the worker in every Job.")
+	flag.IntVar(&retryLimit, "default-retry-limit", int(cfg.DefaultRetryLimit), "Retries of a retryable failure when spec.retryLimit is unset.")
+	flag.DurationVar(&cfg.BackoffBase, "backoff-base", cfg.BackoffBase, "First retry delay; it doubles per attempt.")
+	flag.DurationVar(&cfg.BackoffCap, "backoff-cap", cfg.BackoffCap, "Longest retry delay.")
+	flag.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "Attempt timeout when spec.timeout is unset.")
+	flag.DurationVar(&cfg.JobTTL, "job-ttl", cfg.JobTTL, "ttlSecondsAfterFinished of worker Jobs.")
+	flag.StringVar(&cfg.WorkerServiceAccount, "worker-service-account", cfg.WorkerServiceAccount, "ServiceAccount of worker pods (its token is never mounted).")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
+	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
+	opts := zap.Options{}
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	if retryLimit < 0 {
+		fail(fmt.Errorf("--default-retry-limit must not be negative"))
+	}
+	cfg.DefaultRetryLimit = int32(retryLimit)
+	if cfg.BackoffBase <= 0 || cfg.BackoffCap < cfg.BackoffBase {
+		fail(fmt.Errorf("--backoff-base must be positive and at most --backoff-cap"))
+	}
+
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  controllers.NewScheme(),
+		Cache:                   controllers.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          leaderElect,
+		LeaderElectionID:        "packline-manager.packline.dev",
+		LeaderElectionNamespace: leaderElectionNS,
+		// A crashed leader's Lease is released on exit so a standby takes
+		// over in seconds rather than a full lease duration.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		fail(err)
+	}
+	if err := controllers.Setup(mgr, cfg); err != nil {
+		fail(err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		fail(err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		fail(err)
+	}
+	ctrl.Log.Info("starting packline manager", "workerImage", cfg.WorkerImage)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "packline manager:", err)
+	os.Exit(1)
+}

@@ -1,0 +1,101 @@
+// Package controllers holds one reconciler per kind; the shared run engine
+// is in controllers/pipeline.
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// ArtifactReconciler runs the pipeline for Artifacts.
+type ArtifactReconciler struct {
+	Client   client.Client
+	Pipeline *pipeline.Pipeline
+}
+
+// +kubebuilder:rbac:groups=packline.dev,resources=artifacts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=packline.dev,resources=artifacts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile drives one Artifact through the pipeline.
+func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	a := &v1alpha1.Artifact{}
+	if err := r.Client.Get(ctx, req.NamespacedName, a); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return r.Pipeline.Reconcile(ctx, a, func(context.Context) (pipeline.Work, error) {
+		return ArtifactWork(a)
+	})
+}
+
+// ArtifactWork is the worker's job for an Artifact. It is pure: every
+// credential is referenced by Secret name, never read.
+func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
+	var m pipeline.Mounts
+	src := a.Spec.Source
+	switch {
+	case src.HuggingFace != nil && src.HuggingFace.TokenSecretRef != nil:
+		m.SecretEnv(spec.EnvHFToken, *src.HuggingFace.TokenSecretRef)
+	case src.Git != nil && src.Git.SecretRef != nil:
+		m.SecretDir("source-auth", src.Git.SecretRef.Name, spec.SourceAuthDir)
+	case src.OCI != nil && src.OCI.PullSecretRef != nil:
+		m.PullSecret(src.OCI.PullSecretRef.Name)
+	case src.Volume != nil:
+		m.Volumes = append(m.Volumes, corev1.Volume{Name: "source-volume", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.Volume.ClaimName, ReadOnly: true},
+		}})
+		m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: "source-volume", MountPath: spec.SourceVolumeDir, ReadOnly: true})
+	}
+	target := m.Target(a.Spec.Target, a.Spec.Target.Repository)
+	specJSON, err := json.Marshal(a.Spec)
+	if err != nil {
+		return pipeline.Work{}, err
+	}
+	return pipeline.Work{
+		Command: "artifact",
+		Spec: spec.Artifact{
+			Source: src, Format: a.Spec.Format, Kitfile: a.Spec.Kitfile, Target: target,
+		},
+		Mounts:     m,
+		InputsHash: pipeline.InputsHash(specJSON),
+		Tag:        target.Tag,
+	}, nil
+}
+
+// SetupWithManager watches Artifacts, their Jobs, and the Jobs' pods (pod
+// status carries the result and the reasons a pod is stuck).
+func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Artifact{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Artifact"))).
+		Named("artifact").
+		Complete(r)
+}
+
+// podOwner maps a worker pod to its owner through the pipeline's labels.
+func podOwner(kind string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []ctrl.Request {
+		l := o.GetLabels()
+		if l[pipeline.LabelOwnerKind] != kind || l[pipeline.LabelOwnerName] == "" {
+			return nil
+		}
+		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[pipeline.LabelOwnerName]}}}
+	}
+}

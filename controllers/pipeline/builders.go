@@ -1,0 +1,208 @@
+package pipeline
+
+import (
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/packline/packline/jobs/spec"
+)
+
+// DefaultWorkspaceSize is used when neither spec nor profile sets one.
+var DefaultWorkspaceSize = resource.MustParse("10Gi")
+
+// Owner identifies the resource a child object belongs to.
+type Owner struct {
+	GVK       schema.GroupVersionKind
+	Name      string
+	Namespace string
+	UID       string
+}
+
+func (o Owner) ref() metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion:         o.GVK.GroupVersion().String(),
+		Kind:               o.GVK.Kind,
+		Name:               o.Name,
+		UID:                types.UID(o.UID),
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}
+}
+
+// OwnerLabels select every child object of one owner.
+func (o Owner) OwnerLabels() map[string]string {
+	return map[string]string{
+		LabelManagedBy: managedBy,
+		LabelOwnerKind: o.GVK.Kind,
+		LabelOwnerName: o.Name,
+		LabelOwnerUID:  o.UID,
+	}
+}
+
+// WorkspaceParams are the inputs of BuildWorkspace.
+type WorkspaceParams struct {
+	Owner        Owner
+	Size         *resource.Quantity
+	StorageClass *string
+}
+
+// BuildWorkspace returns the workspace PVC <owner>-workspace.
+func BuildWorkspace(p WorkspaceParams) *corev1.PersistentVolumeClaim {
+	size := DefaultWorkspaceSize
+	if p.Size != nil {
+		size = *p.Size
+	}
+	return &corev1.PersistentVolumeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            WorkspaceName(p.Owner.Name),
+			Namespace:       p.Owner.Namespace,
+			Labels:          p.Owner.OwnerLabels(),
+			OwnerReferences: []metav1.OwnerReference{p.Owner.ref()},
+		},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: p.StorageClass,
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: size},
+			},
+		},
+	}
+}
+
+// JobParams are the inputs of BuildJob.
+type JobParams struct {
+	Owner      Owner
+	Generation int64
+	Attempt    int32
+	// InputsHash identifies the effective inputs; see InputsHash.
+	InputsHash string
+	// Image is the worker image (the manager's --worker-image).
+	Image string
+	// Command is the worker subcommand: "artifact" or "claim".
+	Command string
+	// SpecJSON is the worker's document; it must hold no secret.
+	SpecJSON string
+	// Env, Volumes and Mounts carry credentials by reference only.
+	Env     []corev1.EnvVar
+	Volumes []corev1.Volume
+	Mounts  []corev1.VolumeMount
+
+	Timeout            time.Duration
+	TTLAfterFinished   time.Duration
+	QueueName          string
+	Resources          *corev1.ResourceRequirements
+	ServiceAccountName string
+}
+
+const workerContainer = "worker"
+
+// BuildJob returns the Job for one attempt. The controller owns retries, so
+// backoffLimit is 0; and it never edits the Job after creation, because Kueue
+// owns spec.suspend.
+func BuildJob(p JobParams) *batchv1.Job {
+	name := JobName(p.Owner.Name, p.Generation, p.InputsHash, p.Attempt)
+	labels := p.Owner.OwnerLabels()
+	labels[LabelGeneration] = strconv.FormatInt(p.Generation, 10)
+	labels[LabelAttempt] = strconv.Itoa(int(p.Attempt))
+	labels[LabelInputs] = p.InputsHash
+	jobLabels := copyMap(labels)
+	if p.QueueName != "" {
+		jobLabels[QueueLabel] = p.QueueName
+	}
+
+	env := append([]corev1.EnvVar{
+		{Name: spec.EnvSpec, Value: p.SpecJSON},
+		// Tools that honour HOME or TMPDIR must write to the writable tmp.
+		{Name: "HOME", Value: spec.TmpDir},
+		{Name: "TMPDIR", Value: spec.TmpDir},
+	}, p.Env...)
+	mounts := append([]corev1.VolumeMount{
+		{Name: "workspace", MountPath: spec.WorkspaceDir},
+		{Name: "tmp", MountPath: spec.TmpDir},
+	}, p.Mounts...)
+	volumes := append([]corev1.Volume{
+		{Name: "workspace", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName(p.Owner.Name)},
+		}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+	}, p.Volumes...)
+
+	var resources corev1.ResourceRequirements
+	if p.Resources != nil {
+		resources = *p.Resources
+	}
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       p.Owner.Namespace,
+			Labels:          jobLabels,
+			OwnerReferences: []metav1.OwnerReference{p.Owner.ref()},
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](0),
+			Suspend:      ptr.To(p.QueueName != ""),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyNever,
+					AutomountServiceAccountToken: ptr.To(false),
+					ServiceAccountName:           p.ServiceAccountName,
+					EnableServiceLinks:           ptr.To(false),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](65532),
+						RunAsGroup:     ptr.To[int64](65532),
+						FSGroup:        ptr.To[int64](65532),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{{
+						Name:                     workerContainer,
+						Image:                    p.Image,
+						Args:                     []string{p.Command},
+						Env:                      env,
+						VolumeMounts:             mounts,
+						Resources:                resources,
+						WorkingDir:               spec.WorkspaceDir,
+						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
+						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+						ImagePullPolicy:          corev1.PullIfNotPresent,
+						SecurityContext: &corev1.SecurityContext{
+							AllowPrivilegeEscalation: ptr.To(false),
+							ReadOnlyRootFilesystem:   ptr.To(true),
+							RunAsNonRoot:             ptr.To(true),
+							Privileged:               ptr.To(false),
+							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+						},
+					}},
+					Volumes: volumes,
+				},
+			},
+		},
+	}
+	if p.Timeout > 0 {
+		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(p.Timeout / time.Second))
+	}
+	if p.TTLAfterFinished > 0 {
+		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(p.TTLAfterFinished / time.Second))
+	}
+	return job
+}
+
+func copyMap(m map[string]string) map[string]string {
+	out := make(map[string]string, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

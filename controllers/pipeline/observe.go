@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"fmt"
+	"sort"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/packline/packline/jobs/result"
+)
+
+// State is what one attempt's Job says about the run.
+type State string
+
+const (
+	StateNoJob     State = "NoJob"
+	StateQueued    State = "Queued"
+	StatePending   State = "Pending"
+	StateRunning   State = "Running"
+	StateSucceeded State = "Succeeded"
+	StateFailed    State = "Failed"
+)
+
+// Reasons the controller itself reports (the worker's come in its result).
+const (
+	ReasonInvalidResult    = "InvalidResult"
+	ReasonDeadlineExceeded = "DeadlineExceeded"
+	ReasonWorkerCrashed    = "WorkerCrashed"
+	ReasonUnschedulable    = "Unschedulable"
+	ReasonWaitingForPod    = "WaitingForPod"
+	ReasonQueued           = "Queued"
+	ReasonRunning          = "Running"
+)
+
+// Observation is the pure reading of a Job and its Pods.
+type Observation struct {
+	State   State
+	Reason  string
+	Message string
+	// Permanent is set on failures that a new attempt cannot fix.
+	Permanent bool
+	// Result is the parsed termination message of a successful run.
+	Result *result.Result
+}
+
+// Observe reads one attempt. It is a pure function so that every case the
+// Job controller and kubelet can produce is a row in a table test.
+func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
+	if job == nil {
+		return Observation{State: StateNoJob}
+	}
+	pod, term := workerTermination(pods)
+	if c := jobCondition(job, batchv1.JobComplete); c != nil {
+		return observeSucceeded(pod, term)
+	}
+	if c := jobCondition(job, batchv1.JobFailed); c != nil {
+		return observeFailed(c, term)
+	}
+	if c := jobCondition(job, batchv1.JobFailureTarget); c != nil {
+		// The Job controller is still terminating pods; the verdict is known.
+		return observeFailed(c, term)
+	}
+	if job.Spec.Suspend != nil && *job.Spec.Suspend {
+		return Observation{State: StateQueued, Reason: ReasonQueued, Message: "Job is suspended, waiting for admission by its queue"}
+	}
+	return observeActive(pods)
+}
+
+func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Observation {
+	if pod == nil || term == nil {
+		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
+			Message: "Job completed but no finished worker pod is left to read its result from"}
+	}
+	r, err := result.Parse([]byte(term.Message))
+	if err != nil {
+		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
+			Message: fmt.Sprintf("pod %s: invalid result in termination message: %v", pod.Name, err)}
+	}
+	if r.Failed() {
+		// Exit code 0 with an error result: trust the result, not the code.
+		return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent}
+	}
+	return Observation{State: StateSucceeded, Reason: "Succeeded", Message: "pushed " + r.Reference, Result: &r}
+}
+
+func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) Observation {
+	if c.Reason == batchv1.JobReasonDeadlineExceeded {
+		return Observation{State: StateFailed, Reason: ReasonDeadlineExceeded,
+			Message: "attempt ran longer than spec.timeout (Job activeDeadlineSeconds)"}
+	}
+	if term == nil {
+		return Observation{State: StateFailed, Reason: ReasonWorkerCrashed,
+			Message: fmt.Sprintf("Job failed (%s: %s) and no worker exit was recorded", c.Reason, c.Message)}
+	}
+	if term.Message == "" {
+		// A crash or OOM kill leaves no result; another attempt may pass.
+		return Observation{State: StateFailed, Reason: ReasonWorkerCrashed,
+			Message: fmt.Sprintf("worker exited with code %d (%s) without writing a result", term.ExitCode, term.Reason)}
+	}
+	r, err := result.Parse([]byte(term.Message))
+	if err != nil {
+		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
+			Message: fmt.Sprintf("worker exited with code %d and an invalid result: %v", term.ExitCode, err)}
+	}
+	if !r.Failed() {
+		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
+			Message: fmt.Sprintf("worker exited with code %d but reported success", term.ExitCode)}
+	}
+	return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent}
+}
+
+// observeActive explains why a started Job has not finished: most useful is
+// naming what blocks the pod (image pull, scheduling).
+func observeActive(pods []corev1.Pod) Observation {
+	if len(pods) == 0 {
+		return Observation{State: StatePending, Reason: ReasonWaitingForPod, Message: "waiting for the Job to create its pod"}
+	}
+	pod := newestPod(pods)
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && isImageProblem(w.Reason) {
+			return Observation{State: StatePending, Reason: w.Reason, Message: fmt.Sprintf("pod %s: %s", pod.Name, w.Message)}
+		}
+		if cs.State.Running != nil {
+			return Observation{State: StateRunning, Reason: ReasonRunning, Message: "worker pod " + pod.Name + " is running"}
+		}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return Observation{State: StatePending, Reason: ReasonUnschedulable, Message: fmt.Sprintf("pod %s: %s", pod.Name, c.Message)}
+		}
+	}
+	if pod.Status.Phase == corev1.PodRunning {
+		return Observation{State: StateRunning, Reason: ReasonRunning, Message: "worker pod " + pod.Name + " is running"}
+	}
+	return Observation{State: StatePending, Reason: ReasonWaitingForPod, Message: fmt.Sprintf("pod %s is %s", pod.Name, podPhase(pod))}
+}
+
+func isImageProblem(reason string) bool {
+	switch reason {
+	case "ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull":
+		return true
+	}
+	return false
+}
+
+// workerTermination returns the newest pod whose worker container terminated.
+func workerTermination(pods []corev1.Pod) (*corev1.Pod, *corev1.ContainerStateTerminated) {
+	sorted := append([]corev1.Pod(nil), pods...)
+	sort.Slice(sorted, func(i, j int) bool {
+		return sorted[j].CreationTimestamp.Before(&sorted[i].CreationTimestamp)
+	})
+	for i := range sorted {
+		for _, cs := range sorted[i].Status.ContainerStatuses {
+			if cs.Name == workerContainer && cs.State.Terminated != nil {
+				return &sorted[i], cs.State.Terminated
+			}
+		}
+	}
+	return nil, nil
+}
+
+func newestPod(pods []corev1.Pod) *corev1.Pod {
+	newest := &pods[0]
+	for i := range pods[1:] {
+		if newest.CreationTimestamp.Before(&pods[i+1].CreationTimestamp) {
+			newest = &pods[i+1]
+		}
+	}
+	return newest
+}
+
+func podPhase(p *corev1.Pod) string {
+	if p.Status.Phase == "" {
+		return string(corev1.PodPending)
+	}
+	return string(p.Status.Phase)
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		if c := &job.Status.Conditions[i]; c.Type == t && c.Status == corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+// Package pipeline is the kind-agnostic run engine shared by the Artifact
+// and Claim reconcilers: workspace PVC, one Job per (generation, inputs,
+// attempt), observation, retries with backoff, stale-Job cleanup, and a
+// single status patch at the end of each reconcile.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+// Config is the manager-wide pipeline configuration (manager flags).
+type Config struct {
+	// WorkerImage runs every Job.
+	WorkerImage string
+	// DefaultRetryLimit applies when spec.retryLimit is unset.
+	DefaultRetryLimit int32
+	// BackoffBase doubles per attempt up to BackoffCap.
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	// DefaultTimeout applies when spec.timeout is unset.
+	DefaultTimeout time.Duration
+	// JobTTL is the Jobs' ttlSecondsAfterFinished.
+	JobTTL time.Duration
+	// WorkerServiceAccount runs the worker pods; its token is never mounted.
+	WorkerServiceAccount string
+}
+
+// DefaultConfig holds the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		WorkerImage:       "ghcr.io/packline/worker:latest",
+		DefaultRetryLimit: 3,
+		BackoffBase:       10 * time.Second,
+		BackoffCap:        5 * time.Minute,
+		DefaultTimeout:    6 * time.Hour,
+		JobTTL:            time.Hour,
+	}
+}
+
+// Object is a resource the pipeline can drive.
+type Object interface {
+	client.Object
+	GetPipelineSpec() *v1alpha1.PipelineSpec
+	GetPipelineStatus() *v1alpha1.PipelineStatus
+}
+
+// Work is what a kind's reconciler asks the pipeline to run.
+type Work struct {
+	// Command is the worker subcommand.
+	Command string
+	// Spec is encoded into the worker's PACKLINE_SPEC; no secrets.
+	Spec any
+	// Mounts carry credentials by reference.
+	Mounts Mounts
+	// InputsHash identifies the effective inputs; a change starts a new run
+	// even without a new generation (for example, a Claim's template moved).
+	InputsHash string
+	// Tag is the pushed tag, reported in status.
+	Tag string
+	// WorkspaceDefaults fill in what spec.workspace leaves unset.
+	WorkspaceDefaults WorkspaceParams
+}
+
+// Blocked is returned by a kind's prepare step when no Job can run yet.
+type Blocked struct {
+	Reason  string
+	Message string
+	// Permanent marks input the user must fix (Stalled); otherwise the
+	// resource waits (for example, for its template to appear).
+	Permanent bool
+	// InputsHash identifies what was checked, so that fixing it starts a new run.
+	InputsHash string
+}
+
+func (b *Blocked) Error() string { return b.Reason + ": " + b.Message }
+
+// PrepareFunc loads what a kind needs and returns the Work, or *Blocked.
+type PrepareFunc func(ctx context.Context) (Work, error)
+
+// Pipeline runs the shared reconcile steps.
+type Pipeline struct {
+	Client client.Client
+	// APIReader reads past the cache: a Job that the cache has not seen yet
+	// must still be found after AlreadyExists.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Config    Config
+	// Kind labels metrics and child objects ("Artifact", "Claim").
+	Kind string
+	Now  func() time.Time
+}
+
+// Reconcile runs the steps in order and patches status once, at the end.
+func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFunc) (res ctrl.Result, retErr error) {
+	if !obj.GetDeletionTimestamp().IsZero() {
+		// Owner references let the garbage collector take the Job and PVC.
+		return ctrl.Result{}, nil
+	}
+	s, err := p.newScope(obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		if err := p.finish(ctx, s); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	work, err := prepare(ctx)
+	var blocked *Blocked
+	switch {
+	case errors.As(err, &blocked):
+		s.blocked = blocked
+		s.work.InputsHash = blocked.InputsHash
+	case err != nil:
+		return ctrl.Result{}, err
+	default:
+		s.work = work
+	}
+
+	steps := []func(context.Context, *scope) (ctrl.Result, error){
+		p.startRun,
+		p.loadJobs,
+		p.deleteStaleJobs,
+		p.reportBlocked,
+		p.reconcileWorkspace,
+		p.ensureJob,
+		p.observe,
+	}
+	for _, step := range steps {
+		r, err := step(ctx, s)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		res = lowestRequeue(res, r)
+		if s.stop {
+			break
+		}
+	}
+	return res, nil
+}
+
+// lowestRequeue keeps the soonest requeue of two step results.
+func lowestRequeue(a, b ctrl.Result) ctrl.Result {
+	switch {
+	case a.RequeueAfter == 0:
+		return b
+	case b.RequeueAfter == 0:
+		return a
+	case b.RequeueAfter < a.RequeueAfter:
+		return b
+	}
+	return a
+}
+
+func (p *Pipeline) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}

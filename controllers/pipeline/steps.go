@@ -1,0 +1,310 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// scope carries what one reconcile loaded and decided.
+type scope struct {
+	obj    Object
+	owner  Owner
+	status *v1alpha1.PipelineStatus
+	// before is the status as loaded, for the patch and the phase event.
+	before  *v1alpha1.PipelineStatus
+	base    client.Object
+	work    Work
+	blocked *Blocked
+	// jobs of the current run, by attempt; stale holds the others.
+	jobs  map[int32]*batchv1.Job
+	stale []batchv1.Job
+	// job is the current attempt's Job, once ensured.
+	job *batchv1.Job
+	// stop ends the step list early (nothing more to do this reconcile).
+	stop bool
+}
+
+func (p *Pipeline) newScope(obj Object) (*scope, error) {
+	gvk, err := p.Client.GroupVersionKindFor(obj)
+	if err != nil {
+		return nil, err
+	}
+	return &scope{
+		obj:    obj,
+		owner:  Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID())},
+		status: obj.GetPipelineStatus(),
+		before: obj.GetPipelineStatus().DeepCopy(),
+		base:   obj.DeepCopyObject().(client.Object),
+	}, nil
+}
+
+// startRun resets status when the generation or the effective inputs
+// changed, from any phase: Succeeded and Failed included.
+func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
+	st := s.status
+	if st.ObservedGeneration == s.obj.GetGeneration() && st.InputsHash == s.work.InputsHash && st.Phase != "" {
+		return ctrl.Result{}, nil
+	}
+	*st = v1alpha1.PipelineStatus{
+		ObservedGeneration: s.obj.GetGeneration(),
+		InputsHash:         s.work.InputsHash,
+		Phase:              v1alpha1.PhasePending,
+		Conditions:         st.Conditions,
+	}
+	return ctrl.Result{}, nil
+}
+
+// loadJobs lists the owner's Jobs and splits current from stale.
+func (p *Pipeline) loadJobs(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var list batchv1.JobList
+	if err := p.Client.List(ctx, &list, client.InNamespace(s.owner.Namespace),
+		client.MatchingLabels{LabelOwnerUID: s.owner.UID}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing Jobs: %w", err)
+	}
+	s.jobs = map[int32]*batchv1.Job{}
+	gen := strconv.FormatInt(s.obj.GetGeneration(), 10)
+	for i := range list.Items {
+		j := &list.Items[i]
+		if j.Labels[LabelGeneration] != gen || j.Labels[LabelInputs] != s.work.InputsHash || s.blocked != nil {
+			s.stale = append(s.stale, *j)
+			continue
+		}
+		if a, err := strconv.Atoi(j.Labels[LabelAttempt]); err == nil {
+			s.jobs[int32(a)] = j
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// deleteStaleJobs removes Jobs of older generations or inputs, so a spec
+// edit stops the superseded run at once.
+func (p *Pipeline) deleteStaleJobs(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for i := range s.stale {
+		j := &s.stale[i]
+		if !j.DeletionTimestamp.IsZero() {
+			continue
+		}
+		err := p.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting superseded Job %s: %w", j.Name, err)
+		}
+		logf.FromContext(ctx).Info("deleted superseded Job", "job", j.Name)
+	}
+	return ctrl.Result{}, nil
+}
+
+// reportBlocked turns a kind's *Blocked into status, and runs nothing.
+func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, error) {
+	if s.blocked == nil {
+		return ctrl.Result{}, nil
+	}
+	s.stop = true
+	if s.blocked.Permanent {
+		p.fail(s, s.blocked.Reason, s.blocked.Message)
+		return ctrl.Result{}, nil
+	}
+	s.status.Phase = v1alpha1.PhasePending
+	setProgress(s.status, s.blocked.Reason, s.blocked.Message)
+	return ctrl.Result{}, nil
+}
+
+// reconcileWorkspace ensures the workspace PVC, or frees it once the run
+// succeeded when the reclaim policy is Delete.
+func (p *Pipeline) reconcileWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	ws := s.obj.GetPipelineSpec().Workspace
+	if s.status.Phase == v1alpha1.PhaseSucceeded {
+		if ws != nil && ws.ReclaimPolicy == v1alpha1.ReclaimRetain {
+			return ctrl.Result{}, nil
+		}
+		pvc := &corev1.PersistentVolumeClaim{}
+		pvc.Name, pvc.Namespace = WorkspaceName(s.owner.Name), s.owner.Namespace
+		if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("freeing workspace: %w", err)
+		}
+		return ctrl.Result{}, nil
+	}
+	if s.status.Phase == v1alpha1.PhaseFailed {
+		// Keep the workspace for inspection; create nothing new.
+		return ctrl.Result{}, nil
+	}
+	params := s.work.WorkspaceDefaults
+	params.Owner = s.owner
+	if ws != nil && ws.Size != nil {
+		params.Size = ws.Size
+	}
+	if ws != nil && ws.StorageClassName != nil {
+		params.StorageClass = ws.StorageClassName
+	}
+	if err := p.Client.Create(ctx, BuildWorkspace(params)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("creating workspace PVC: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// ensureJob makes sure the current attempt's Job exists, waiting out the
+// retry backoff first. It never edits an existing Job.
+func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error) {
+	st := s.status
+	if st.Phase == v1alpha1.PhaseSucceeded || st.Phase == v1alpha1.PhaseFailed {
+		s.stop = true
+		return ctrl.Result{}, nil
+	}
+	attempt := max(st.Attempts, highestAttempt(s.jobs))
+	if st.Phase == v1alpha1.PhaseRetrying && attempt == st.Attempts {
+		if wait := st.NextAttemptTime.Sub(p.now()); st.NextAttemptTime != nil && wait > 0 {
+			s.stop = true
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		attempt++
+	}
+	if attempt == 0 {
+		attempt = 1
+	}
+	job := s.jobs[attempt]
+	if job == nil {
+		var err error
+		if job, err = p.createJob(ctx, s, attempt); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	s.job = job
+	if st.Attempts != attempt {
+		st.Attempts = attempt
+		st.NextAttemptTime = nil
+		st.Phase = v1alpha1.PhasePending
+	}
+	st.JobRef = &corev1.LocalObjectReference{Name: job.Name}
+	st.Tag = s.work.Tag
+	if st.StartTime == nil {
+		st.StartTime = &metav1.Time{Time: p.now()}
+	}
+	return ctrl.Result{}, nil
+}
+
+func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*batchv1.Job, error) {
+	doc, err := spec.Encode(s.work.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding worker spec: %w", err)
+	}
+	ps := s.obj.GetPipelineSpec()
+	timeout := p.Config.DefaultTimeout
+	if ps.Timeout != nil {
+		timeout = ps.Timeout.Duration
+	}
+	job := BuildJob(JobParams{
+		Owner: s.owner, Generation: s.obj.GetGeneration(), Attempt: attempt, InputsHash: s.work.InputsHash,
+		Image: p.Config.WorkerImage, Command: s.work.Command, SpecJSON: doc,
+		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts,
+		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName,
+		Resources: ps.Resources, ServiceAccountName: p.Config.WorkerServiceAccount,
+	})
+	err = p.Client.Create(ctx, job)
+	if apierrors.IsAlreadyExists(err) {
+		// The cache lagged behind a Job we (or a previous manager) made.
+		found := &batchv1.Job{}
+		if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(job), found); err != nil {
+			return nil, fmt.Errorf("reading existing Job %s: %w", job.Name, err)
+		}
+		return found, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
+	}
+	logf.FromContext(ctx).Info("created Job", "job", job.Name, "attempt", attempt)
+	return job, nil
+}
+
+// observe reads the Job and its pods and moves the phase.
+func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
+	var pods corev1.PodList
+	if err := p.Client.List(ctx, &pods, client.InNamespace(s.owner.Namespace),
+		client.MatchingLabels{batchv1.JobNameLabel: s.job.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing pods of Job %s: %w", s.job.Name, err)
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	o := Observe(s.job, pods.Items)
+	return p.apply(s, o), nil
+}
+
+// apply moves status according to an observation.
+func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
+	st := s.status
+	switch o.State {
+	case StateNoJob, StatePending:
+		st.Phase = v1alpha1.PhasePending
+	case StateQueued:
+		st.Phase = v1alpha1.PhaseQueued
+	case StateRunning:
+		st.Phase = v1alpha1.PhaseRunning
+	case StateSucceeded:
+		r := o.Result
+		st.Phase = v1alpha1.PhaseSucceeded
+		st.Digest, st.Reference, st.SourceRevision = r.Digest, r.Reference, r.SourceRevision
+		if r.Tag != "" {
+			st.Tag = r.Tag
+		}
+		st.CompletionTime = &metav1.Time{Time: p.now()}
+		setReady(st, "Succeeded", o.Message)
+		return ctrl.Result{}
+	case StateFailed:
+		limit := p.Config.DefaultRetryLimit
+		if rl := s.obj.GetPipelineSpec().RetryLimit; rl != nil {
+			limit = *rl
+		}
+		if o.Permanent {
+			p.fail(s, o.Reason, o.Message)
+			return ctrl.Result{}
+		}
+		if st.Attempts > limit {
+			p.fail(s, o.Reason, fmt.Sprintf("%s (gave up after %d attempts, spec.retryLimit is %d)", o.Message, st.Attempts, limit))
+			return ctrl.Result{}
+		}
+		wait := Backoff(st.Attempts, p.Config.BackoffBase, p.Config.BackoffCap)
+		st.Phase = v1alpha1.PhaseRetrying
+		st.NextAttemptTime = &metav1.Time{Time: p.now().Add(wait)}
+		setProgress(st, o.Reason, fmt.Sprintf("attempt %d failed: %s; retrying in %s", st.Attempts, o.Message, wait))
+		return ctrl.Result{RequeueAfter: wait}
+	}
+	setProgress(st, o.Reason, o.Message)
+	return ctrl.Result{}
+}
+
+func (p *Pipeline) fail(s *scope, reason, message string) {
+	s.status.Phase = v1alpha1.PhaseFailed
+	s.status.NextAttemptTime = nil
+	if s.status.CompletionTime == nil {
+		s.status.CompletionTime = &metav1.Time{Time: p.now()}
+	}
+	setStalled(s.status, reason, message)
+}
+
+// Backoff is base·2^(attempt-1), capped.
+func Backoff(attempt int32, base, cap_ time.Duration) time.Duration {
+	d := base
+	for i := int32(1); i < attempt && d < cap_; i++ {
+		d *= 2
+	}
+	return min(d, cap_)
+}
+
+func highestAttempt(jobs map[int32]*batchv1.Job) int32 {
+	var h int32
+	for a := range jobs {
+		h = max(h, a)
+	}
+	return h
+}

@@ -1,0 +1,48 @@
+package controllers
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/pipeline"
+)
+
+// NewScheme knows the built-in kinds and packline's.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
+// CacheOptions keep only packline's own Jobs, Pods and PVCs in memory, so
+// the manager's footprint does not grow with the rest of the cluster.
+func CacheOptions() cache.Options {
+	own := labels.SelectorFromSet(labels.Set{pipeline.LabelManagedBy: "packline"})
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&batchv1.Job{}:                  {Label: own},
+		&corev1.Pod{}:                   {Label: own},
+		&corev1.PersistentVolumeClaim{}: {Label: own},
+	}}
+}
+
+// Setup registers every reconciler with mgr.
+func Setup(mgr ctrl.Manager, cfg pipeline.Config) error {
+	newPipeline := func(kind string) *pipeline.Pipeline {
+		return &pipeline.Pipeline{
+			Client:    mgr.GetClient(),
+			APIReader: mgr.GetAPIReader(),
+			Recorder:  mgr.GetEventRecorder("packline-" + kind),
+			Config:    cfg,
+			Kind:      kind,
+		}
+	}
+	return (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr)
+}
