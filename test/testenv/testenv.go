@@ -1,0 +1,91 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime's
+// envtest) with packline's CRDs installed, from the cached binaries that
+// test/tools/k8s-assets.sh builds.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/packline/packline/controllers"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Config *rest.Config
+	Client client.Client
+	env    *envtest.Environment
+}
+
+// RepoRoot is the repository's top folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Assets returns the folder holding kube-apiserver and etcd: from
+// KUBEBUILDER_ASSETS, else by running the cached build script.
+func Assets() (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command(filepath.Join(RepoRoot(), "test", "tools", "k8s-assets.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("k8s test assets unavailable (run `make k8s-assets`): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Start runs an apiserver, normally once per test binary from TestMain;
+// stop it with Stop.
+func Start() (*Env, error) {
+	assets, err := Assets()
+	if err != nil {
+		return nil, err
+	}
+	e := &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		ErrorIfCRDPathMissing: true,
+		BinaryAssetsDirectory: assets,
+	}
+	cfg, err := e.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: controllers.NewScheme()})
+	if err != nil {
+		_ = e.Stop()
+		return nil, err
+	}
+	return &Env{Config: cfg, Client: c, env: e}, nil
+}
+
+// Main is a TestMain body: it starts the control plane, runs the tests and
+// stops it, and exits with the tests' code.
+func Main(m *testing.M, env **Env) {
+	e, err := Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*env = e
+	code := m.Run()
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+// Stop shuts the control plane down.
+func (e *Env) Stop() error { return e.env.Stop() }
