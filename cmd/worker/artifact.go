@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/kitfile"
+	"github.com/packline/packline/jobs/push"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/source"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// Overrides of jobs/spec's fixed pod paths, for tests and the sandbox's
+// process node, where pods are local processes.
+const (
+	EnvWorkspace         = "PACKLINE_WORKSPACE"
+	EnvSourceAuthDir     = "PACKLINE_SOURCE_AUTH_DIR"
+	EnvSourceVolumeDir   = "PACKLINE_SOURCE_VOLUME_DIR"
+	EnvPullAuthDir       = "PACKLINE_PULL_AUTH_DIR"
+	EnvArchiveMaxBytes   = "PACKLINE_ARCHIVE_MAX_BYTES"
+	EnvArchiveMaxEntries = "PACKLINE_ARCHIVE_MAX_ENTRIES"
+)
+
+func init() { commands["artifact"] = runArtifact }
+
+func runArtifact(ctx context.Context) result.Result {
+	res, err := artifact(ctx)
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	return res
+}
+
+// artifact fetches the source, writes the Kitfile, packs and pushes.
+func artifact(ctx context.Context) (result.Result, error) {
+	var a spec.Artifact
+	if err := spec.Load(&a); err != nil {
+		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+	}
+	if a.Target.Repository == "" {
+		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty"))
+	}
+	repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
+	if err != nil {
+		return result.Result{}, err
+	}
+	ws := envOr(EnvWorkspace, spec.WorkspaceDir)
+
+	if a.Source.OCI != nil {
+		desc, err := source.CopyOCI(ctx, *a.Source.OCI, envOr(EnvPullAuthDir, spec.PullAuthDir), repo, a.Target.Tag)
+		if err != nil {
+			return result.Result{}, err
+		}
+		return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, desc.Digest.String()), nil
+	}
+
+	fetched, err := source.Fetch(ctx, a.Source, source.Env{
+		Workspace:       ws,
+		SourceAuthDir:   envOr(EnvSourceAuthDir, spec.SourceAuthDir),
+		SourceVolumeDir: envOr(EnvSourceVolumeDir, spec.SourceVolumeDir),
+		HFToken:         os.Getenv(spec.EnvHFToken),
+		HFEndpoint:      os.Getenv(spec.EnvHFEndpoint),
+		Archive: source.Limits{
+			MaxBytes:   envInt(EnvArchiveMaxBytes),
+			MaxEntries: int(envInt(EnvArchiveMaxEntries)),
+		},
+		HTTP: httpClient(),
+		Log:  os.Stderr,
+	})
+	if err != nil {
+		return result.Result{}, err
+	}
+	kf, err := buildKitfile(fetched, a.Kitfile)
+	if err != nil {
+		return result.Result{}, err
+	}
+	desc, st, err := push.Push(ctx, repo, fetched.Root, kf, push.Options{
+		Format:      a.Format,
+		CacheDir:    filepath.Join(ws, kitfile.StateDir, "cache"),
+		Tag:         a.Target.Tag,
+		Annotations: a.Annotations,
+		Log:         os.Stderr,
+	})
+	if err != nil {
+		return result.Result{}, err
+	}
+	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes), %d already present\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Skipped)
+	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), nil
+}
+
+// buildKitfile generates a Kitfile from the fetched files and merges the
+// user's over it.
+func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, error) {
+	files, err := kitfile.List(f.Root)
+	if err != nil {
+		return nil, failure.Permanent(failure.ReasonPackFailed, err)
+	}
+	kf := kitfile.Generate(files)
+	kf.Package.Name = f.Name
+	if user != "" {
+		u, err := kitfile.Parse([]byte(user))
+		if err != nil {
+			return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+		}
+		kf = kitfile.Merge(kf, u)
+	}
+	if err := kitfile.Validate(kf, f.Root); err != nil {
+		return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+	}
+	return kf, nil
+}
+
+// success is the result for a manifest; size is the manifest's, the object
+// reference points at.
+func success(a spec.Artifact, digest, mediaType, artifactType string, size int64, revision string) result.Result {
+	return result.Result{
+		Digest:         digest,
+		Reference:      a.Target.Repository + "@" + digest,
+		MediaType:      mediaType,
+		ArtifactType:   artifactType,
+		Size:           size,
+		SourceRevision: revision,
+		Tag:            a.Target.Tag,
+	}
+}
+
+// httpClient bounds connection setup and idle reads, not whole downloads,
+// which may take hours for a large model.
+func httpClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	tr.ResponseHeaderTimeout = 2 * time.Minute
+	return &http.Client{Transport: tr}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(name string) int64 {
+	n, _ := strconv.ParseInt(os.Getenv(name), 10, 64)
+	return n
+}

@@ -1,0 +1,195 @@
+package source
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/packline/packline/jobs/failure"
+)
+
+// Limits cap what an archive may expand to, against archive bombs.
+type Limits struct {
+	MaxBytes   int64 // total bytes of regular files
+	MaxEntries int
+}
+
+// DefaultLimits fit a large model (256 GiB) and refuse absurd archives.
+var DefaultLimits = Limits{MaxBytes: 256 << 30, MaxEntries: 100_000}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultLimits.MaxEntries
+	}
+	return l
+}
+
+// archiveKind returns "tar", "tgz", "zip" or "" from a file name.
+func archiveKind(name string) string {
+	n := strings.ToLower(name)
+	switch {
+	case strings.HasSuffix(n, ".tar.gz"), strings.HasSuffix(n, ".tgz"):
+		return "tgz"
+	case strings.HasSuffix(n, ".tar"):
+		return "tar"
+	case strings.HasSuffix(n, ".zip"):
+		return "zip"
+	}
+	return ""
+}
+
+func unsafeArchive(format string, a ...any) error {
+	return failure.Permanent(failure.ReasonUnsafeArchive, fmt.Errorf(format, a...))
+}
+
+// extractor writes entries under dir and enforces the rules shared by tar
+// and zip: regular files and folders only, relative names that stay inside
+// dir, and the limits.
+type extractor struct {
+	dir     string
+	lim     Limits
+	bytes   int64
+	entries int
+}
+
+func (x *extractor) target(name string) (string, error) {
+	if x.entries++; x.entries > x.lim.MaxEntries {
+		return "", unsafeArchive("archive has more than %d entries", x.lim.MaxEntries)
+	}
+	n := strings.ReplaceAll(name, `\`, "/")
+	if n == "" || path.IsAbs(n) || filepath.IsAbs(name) || strings.Contains(n, ":") && len(n) > 1 && n[1] == ':' {
+		return "", unsafeArchive("archive entry %q has an absolute path", name)
+	}
+	c := path.Clean(n)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", unsafeArchive("archive entry %q leaves the extraction folder", name)
+	}
+	return filepath.Join(x.dir, filepath.FromSlash(c)), nil
+}
+
+func (x *extractor) file(name string, size int64, r io.Reader) error {
+	p, err := x.target(name)
+	if err != nil {
+		return err
+	}
+	if size < 0 || x.bytes+size > x.lim.MaxBytes {
+		return unsafeArchive("archive expands to more than %d bytes", x.lim.MaxBytes)
+	}
+	if err := x.mkdir(filepath.Dir(p)); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return unsafeArchive("archive entry %q appears twice", name)
+		}
+		return err
+	}
+	// Read one byte past the declared size to catch a header that lies.
+	n, err := io.Copy(f, io.LimitReader(r, size+1))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %q: %w", name, err))
+	}
+	if n != size {
+		return unsafeArchive("archive entry %q is %d bytes, header says %d", name, n, size)
+	}
+	x.bytes += n
+	return nil
+}
+
+func (x *extractor) folder(name string) error {
+	p, err := x.target(name)
+	if err != nil {
+		return err
+	}
+	return x.mkdir(p)
+}
+
+// mkdir creates p, refusing to pass through anything that is not a folder
+// (we never create links, but be safe against an existing one).
+func (x *extractor) mkdir(p string) error {
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return unsafeArchive("creating %s: %v", p, err)
+	}
+	return nil
+}
+
+func extractTar(r io.Reader, gz bool, dir string, lim Limits) error {
+	if gz {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return unsafeArchive("not a gzip stream: %v", err)
+		}
+		defer zr.Close()
+		r = zr
+	}
+	x := &extractor{dir: dir, lim: lim.withDefaults()}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return unsafeArchive("reading tar: %v", err)
+		}
+		switch h.Typeflag {
+		case tar.TypeReg, tar.TypeRegA:
+			err = x.file(h.Name, h.Size, tr)
+		case tar.TypeDir:
+			err = x.folder(h.Name)
+		case tar.TypeXGlobalHeader:
+			continue
+		case tar.TypeSymlink, tar.TypeLink:
+			err = unsafeArchive("archive entry %q is a link", h.Name)
+		default:
+			err = unsafeArchive("archive entry %q has type %q (device, fifo or unknown)", h.Name, h.Typeflag)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func extractZip(path, dir string, lim Limits) error {
+	zr, err := zip.OpenReader(path)
+	if err != nil {
+		return unsafeArchive("not a zip archive: %v", err)
+	}
+	defer zr.Close()
+	x := &extractor{dir: dir, lim: lim.withDefaults()}
+	for _, f := range zr.File {
+		mode := f.Mode()
+		switch {
+		case mode.IsDir():
+			err = x.folder(f.Name)
+		case mode.IsRegular():
+			var rc io.ReadCloser
+			if rc, err = f.Open(); err != nil {
+				return unsafeArchive("zip entry %q: %v", f.Name, err)
+			}
+			err = x.file(f.Name, int64(f.UncompressedSize64), rc)
+			rc.Close()
+		default:
+			err = unsafeArchive("archive entry %q is not a regular file or folder (%s)", f.Name, mode.Type())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

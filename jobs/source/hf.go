@@ -1,0 +1,356 @@
+package source
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+)
+
+// DefaultHFEndpoint is used when neither the spec nor HF_ENDPOINT sets one.
+const DefaultHFEndpoint = "https://huggingface.co"
+
+// hfWorkers downloads at once: enough to fill a link, few enough for 2 CPUs.
+const hfWorkers = 4
+
+type hfInfo struct {
+	SHA      string `json:"sha"`
+	Siblings []struct {
+		RFilename string `json:"rfilename"`
+		Size      int64  `json:"size"`
+		LFS       *struct {
+			SHA256 string `json:"sha256"`
+			Size   int64  `json:"size"`
+		} `json:"lfs"`
+	} `json:"siblings"`
+}
+
+type hfFile struct {
+	name   string
+	size   int64 // -1 when unknown
+	sha256 string
+}
+
+// fetchHF resolves the revision to a commit with the Hub API, then downloads
+// the selected files at that commit, resumably and concurrently.
+func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetched, error) {
+	endpoint := strings.TrimRight(firstOf(s.Endpoint, env.HFEndpoint, DefaultHFEndpoint), "/")
+	rev := firstOf(s.Revision, "main")
+	info, err := hfModelInfo(ctx, env, endpoint, s.Repo, rev)
+	if err != nil {
+		return Fetched{}, err
+	}
+	if !regexpSHA.MatchString(info.SHA) {
+		return Fetched{}, failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("hugging face returned commit %q for %s@%s", info.SHA, s.Repo, rev))
+	}
+	files, err := hfSelect(info, s.Include, s.Exclude)
+	if err != nil {
+		return Fetched{}, err
+	}
+	// Not srcDir: finished files from an earlier attempt are kept and
+	// skipped, and partial ones resumed.
+	root := filepath.Join(env.Workspace, "hf", info.SHA)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return Fetched{}, err
+	}
+	if err := hfDownloadAll(ctx, env, endpoint, s.Repo, info.SHA, root, files); err != nil {
+		return Fetched{}, err
+	}
+	return Fetched{Root: root, Revision: info.SHA, Name: path.Base(s.Repo)}, nil
+}
+
+func hfModelInfo(ctx context.Context, env Env, endpoint, repo, rev string) (*hfInfo, error) {
+	u := fmt.Sprintf("%s/api/models/%s/revision/%s?blobs=true", endpoint, repo, url.PathEscape(rev))
+	resp, err := hfGet(ctx, env, u, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, failure.HTTPStatus(resp.StatusCode, fmt.Errorf("hugging face %s@%s: %s", repo, rev, resp.Status))
+	}
+	var info hfInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
+		return nil, failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("hugging face model info: %w", err))
+	}
+	return &info, nil
+}
+
+func hfSelect(info *hfInfo, include, exclude []string) ([]hfFile, error) {
+	var out []hfFile
+	for _, s := range info.Siblings {
+		n := s.RFilename
+		c := path.Clean(n)
+		if n == "" || path.IsAbs(n) || c == ".." || strings.HasPrefix(c, "../") {
+			return nil, failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("hugging face file name %q is unsafe", n))
+		}
+		if (len(include) > 0 && !matchAny(include, n)) || matchAny(exclude, n) {
+			continue
+		}
+		f := hfFile{name: c, size: -1}
+		if s.LFS != nil {
+			f.size, f.sha256 = s.LFS.Size, s.LFS.SHA256
+		} else if s.Size > 0 {
+			f.size = s.Size
+		}
+		out = append(out, f)
+	}
+	if len(out) == 0 {
+		return nil, failure.Permanent(failure.ReasonSourceNotFound, errors.New("no hugging face files match include/exclude"))
+	}
+	return out, nil
+}
+
+// matchAny matches glob patterns against the whole path, and patterns
+// without a slash against the base name too ("*.safetensors").
+func matchAny(patterns []string, name string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+		if !strings.Contains(p, "/") {
+			if ok, _ := path.Match(p, path.Base(name)); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hfDownloadAll(ctx context.Context, env Env, endpoint, repo, sha, root string, files []hfFile) error {
+	var total int64
+	for _, f := range files {
+		if f.size > 0 {
+			total += f.size
+		}
+	}
+	p := newProgress(env.Log, total)
+	defer p.stop()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan hfFile)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for range hfWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := hfDownload(ctx, env, endpoint, repo, sha, root, f, p); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+				}
+			}
+		}()
+	}
+	for _, f := range files {
+		select {
+		case work <- f:
+		case <-ctx.Done():
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return firstErr
+}
+
+// hfDownload fetches one file into root, resuming from "<name>.part".
+func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, f hfFile, p *progress) error {
+	final := filepath.Join(root, filepath.FromSlash(f.name))
+	if fi, err := os.Stat(final); err == nil && (f.size < 0 || fi.Size() == f.size) {
+		p.add(fi.Size())
+		return nil // finished in an earlier attempt (verified before its rename)
+	}
+	if err := os.MkdirAll(filepath.Dir(final), 0o755); err != nil {
+		return err
+	}
+	part := final + ".part"
+	var offset int64
+	if fi, err := os.Stat(part); err == nil {
+		offset = fi.Size()
+	}
+	if f.size >= 0 && offset == f.size {
+		// Complete but not renamed: the run stopped between the two.
+		return finish(part, final, f, p, offset)
+	}
+	u := fmt.Sprintf("%s/%s/resolve/%s/%s", endpoint, repo, sha, escapePath(f.name))
+	resp, err := hfGet(ctx, env, u, offset)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	flags := os.O_CREATE | os.O_WRONLY
+	switch {
+	case resp.StatusCode == http.StatusPartialContent && offset > 0:
+		flags |= os.O_APPEND
+		p.add(offset)
+	case resp.StatusCode == http.StatusOK:
+		flags |= os.O_TRUNC // server ignored Range: start over
+	default:
+		return failure.HTTPStatus(resp.StatusCode, fmt.Errorf("downloading %s: %s", f.name, resp.Status))
+	}
+	out, err := os.OpenFile(part, flags, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, &countingReader{r: resp.Body, p: p})
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading %s: %w", f.name, err))
+	}
+	return finish(part, final, f, nil, 0)
+}
+
+func finish(part, final string, f hfFile, p *progress, counted int64) error {
+	if p != nil {
+		p.add(counted)
+	}
+	if err := verify(part, f); err != nil {
+		os.Remove(part) // a corrupt partial must not be resumed
+		return err
+	}
+	return os.Rename(part, final)
+}
+
+func verify(file string, f hfFile) error {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return err
+	}
+	if f.size >= 0 && fi.Size() != f.size {
+		return failure.Retryable(failure.ReasonChecksum, fmt.Errorf("%s is %d bytes, want %d", f.name, fi.Size(), f.size))
+	}
+	if f.sha256 == "" {
+		return nil
+	}
+	r, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.sha256 {
+		return failure.Permanent(failure.ReasonChecksum, fmt.Errorf("%s has sha256 %s, want %s", f.name, got, f.sha256))
+	}
+	return nil
+}
+
+// hfGet sends a GET with the token (never logged) and an optional Range.
+func hfGet(ctx context.Context, env Env, u string, offset int64) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+	}
+	if env.HFToken != "" {
+		// Go drops Authorization on redirects to another host (the CDN).
+		req.Header.Set("Authorization", "Bearer "+env.HFToken)
+	}
+	if offset > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
+	}
+	resp, err := env.HTTP.Do(req)
+	if err != nil {
+		return nil, failure.Retryable(failure.ReasonSourceFailed, err)
+	}
+	return resp, nil
+}
+
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		parts[i] = url.PathEscape(parts[i])
+	}
+	return strings.Join(parts, "/")
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// progress prints bytes, rate and ETA at most every interval.
+type progress struct {
+	done  atomic.Int64
+	total int64
+	start time.Time
+	quit  chan struct{}
+	wg    sync.WaitGroup
+}
+
+var progressInterval = 5 * time.Second
+
+func newProgress(w io.Writer, total int64) *progress {
+	p := &progress{total: total, start: time.Now(), quit: make(chan struct{})}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		t := time.NewTicker(progressInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-p.quit:
+				p.print(w)
+				return
+			case <-t.C:
+				p.print(w)
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progress) add(n int64) { p.done.Add(n) }
+
+func (p *progress) print(w io.Writer) {
+	done := p.done.Load()
+	secs := time.Since(p.start).Seconds()
+	rate := float64(done) / max(secs, 0.001)
+	eta := "?"
+	if rate > 0 && p.total > done {
+		eta = (time.Duration(float64(p.total-done)/rate) * time.Second).Round(time.Second).String()
+	} else if p.total > 0 && done >= p.total {
+		eta = "0s"
+	}
+	fmt.Fprintf(w, "download: %d/%d MiB, %.1f MiB/s, ETA %s\n", done>>20, p.total>>20, rate/(1<<20), eta)
+}
+
+func (p *progress) stop() { close(p.quit); p.wg.Wait() }
+
+type countingReader struct {
+	r io.Reader
+	p *progress
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.p.add(int64(n))
+	return n, err
+}

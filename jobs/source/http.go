@@ -1,0 +1,107 @@
+package source
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+)
+
+// fetchHTTP downloads one file, checks its sha256 if given, and extracts it
+// when it is an archive. The revision is the sha256 of the download.
+func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, error) {
+	u, err := url.Parse(s.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("http source url %q is not http(s)", s.URL))
+	}
+	name := path.Base(u.Path)
+	if name == "/" || name == "." || name == "" {
+		name = "download"
+	}
+	dl := filepath.Join(env.Workspace, ".packline", "download")
+	if err := os.MkdirAll(dl, 0o755); err != nil {
+		return Fetched{}, err
+	}
+	file := filepath.Join(dl, name)
+	sum, err := download(ctx, env.HTTP, s.URL, file)
+	if err != nil {
+		return Fetched{}, err
+	}
+	if s.SHA256 != "" && sum != s.SHA256 {
+		return Fetched{}, failure.Permanent(failure.ReasonChecksum, fmt.Errorf("download of %s has sha256 %s, want %s", redact(u), sum, s.SHA256))
+	}
+	root, err := srcDir(env, "src")
+	if err != nil {
+		return Fetched{}, err
+	}
+	switch kind := archiveKind(name); kind {
+	case "tar", "tgz":
+		f, err := os.Open(file)
+		if err != nil {
+			return Fetched{}, err
+		}
+		defer f.Close()
+		err = extractTar(f, kind == "tgz", root, env.Archive)
+		if err != nil {
+			return Fetched{}, err
+		}
+	case "zip":
+		if err := extractZip(file, root, env.Archive); err != nil {
+			return Fetched{}, err
+		}
+	default:
+		if err := os.Rename(file, filepath.Join(root, name)); err != nil {
+			return Fetched{}, err
+		}
+	}
+	return Fetched{Root: root, Revision: "sha256:" + sum, Name: name}, nil
+}
+
+// download writes url to file and returns the hex sha256 of the bytes.
+func download(ctx context.Context, c *http.Client, rawURL, file string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return "", failure.Permanent(failure.ReasonInvalidSpec, err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", failure.Retryable(failure.ReasonSourceFailed, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		u, _ := url.Parse(rawURL)
+		return "", failure.HTTPStatus(resp.StatusCode, fmt.Errorf("GET %s: %s", redact(u), resp.Status))
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	_, err = io.Copy(io.MultiWriter(f, h), resp.Body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading: %w", err))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// redact drops user info and the query, where signed URLs carry secrets.
+func redact(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := *u
+	c.User, c.RawQuery = nil, ""
+	return c.String()
+}

@@ -1,0 +1,46 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+	jobsregistry "github.com/packline/packline/jobs/registry"
+)
+
+// CopyOCI copies the artifact at s.Reference, unchanged, to dst as tag.
+//
+// This is the whole of OCI-source support: the artifact keeps its own
+// format, manifest and digest (so the Artifact's format and kitfile do not
+// apply), and the result's sourceRevision is the source manifest's digest.
+// Re-packing another format into ours is not done.
+func CopyOCI(ctx context.Context, s v1alpha1.OCISource, pullAuthDir string, dst *remote.Repository, tag string) (ocispec.Descriptor, error) {
+	ref, err := registry.ParseReference(s.Reference)
+	if err != nil || ref.Reference == "" {
+		return ocispec.Descriptor{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("oci reference %q: need a tag or digest", s.Reference))
+	}
+	o := jobsregistry.Options{PlainHTTP: s.PlainHTTP}
+	if _, err := os.Stat(filepath.Join(pullAuthDir, "config.json")); err == nil {
+		o.DockerConfigDir = pullAuthDir
+	}
+	src, err := jobsregistry.Repository(ref.Registry+"/"+ref.Repository, o)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	if tag == "" {
+		tag = ref.Reference
+	}
+	desc, err := oras.Copy(ctx, src, ref.Reference, dst, tag, oras.DefaultCopyOptions)
+	if err != nil {
+		return ocispec.Descriptor{}, failure.Registry(err)
+	}
+	return desc, nil
+}

@@ -1,0 +1,76 @@
+// Package source fetches an Artifact's content into the workspace (or, for
+// a volume, finds it in place) and records the revision it came from.
+// Each kind of source lives in its own file.
+package source
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+)
+
+// Env is where a fetch reads and writes. The worker fills it from
+// jobs/spec's fixed paths; tests point it at temp folders.
+type Env struct {
+	// Workspace is the writable workspace folder.
+	Workspace string
+	// SourceAuthDir holds a Git Secret's keys as files.
+	SourceAuthDir string
+	// SourceVolumeDir is where a volume source's PVC is mounted.
+	SourceVolumeDir string
+	// HFToken and HFEndpoint come from the environment (HF_TOKEN, HF_ENDPOINT).
+	HFToken, HFEndpoint string
+	// Archive limits extraction of HTTP archives.
+	Archive Limits
+	// HTTP is the client for HTTP and Hugging Face sources.
+	HTTP *http.Client
+	// Log receives progress lines.
+	Log io.Writer
+}
+
+// Fetched is what a source produced.
+type Fetched struct {
+	// Root is the folder to pack: Kitfile paths are relative to it.
+	Root string
+	// Revision pins what was fetched: a commit SHA, sha256:<hex>, ….
+	Revision string
+	// Name is a default package name (the repository's or file's name).
+	Name string
+}
+
+// Fetch dispatches to the source kind that is set. OCI sources are not
+// fetched (see CopyOCI).
+func Fetch(ctx context.Context, s v1alpha1.ArtifactSource, env Env) (Fetched, error) {
+	if env.HTTP == nil {
+		env.HTTP = http.DefaultClient
+	}
+	if env.Log == nil {
+		env.Log = io.Discard
+	}
+	switch {
+	case s.HuggingFace != nil:
+		return fetchHF(ctx, *s.HuggingFace, env)
+	case s.Git != nil:
+		return fetchGit(ctx, *s.Git, env)
+	case s.HTTP != nil:
+		return fetchHTTP(ctx, *s.HTTP, env)
+	case s.Volume != nil:
+		return findVolume(*s.Volume, env)
+	}
+	return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("source: no huggingFace, git, http or volume source set"))
+}
+
+// srcDir returns a fresh, empty folder in the workspace for name.
+func srcDir(env Env, name string) (string, error) {
+	dir := filepath.Join(env.Workspace, name)
+	if err := os.RemoveAll(dir); err != nil {
+		return "", err
+	}
+	return dir, os.MkdirAll(dir, 0o755)
+}
