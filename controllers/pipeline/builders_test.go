@@ -1,0 +1,188 @@
+package pipeline
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/spec"
+)
+
+var owner = Owner{GVK: schema.GroupVersionKind{Group: "packline.dev", Version: "v1alpha1", Kind: "Artifact"},
+	Name: "llama", Namespace: "ml", UID: "0f7c5a7e-1d1c-4f43-9d8f-3c3e1f1d2b6a"}
+
+func TestJobName(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	cases := []struct {
+		name, owner string
+		gen         int64
+		attempt     int32
+		want        string
+	}{
+		{"short", "llama", 3, 1, "llama-g3-abcde-a1"},
+		{"63 chars", long, 1, 1, long[:42] + "-" + short(hashOf(long+"-g1-abcde-a1"), 8) + "-g1-abcde-a1"},
+		{"big generation", long, 123456789, 20, long[:33] + "-" + short(hashOf(long+"-g123456789-abcde-a20"), 8) + "-g123456789-abcde-a20"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := JobName(tc.owner, tc.gen, "abcdef123", tc.attempt)
+			if got != tc.want {
+				t.Errorf("JobName = %q, want %q", got, tc.want)
+			}
+			if len(got) > 63 {
+				t.Errorf("%q is %d characters", got, len(got))
+			}
+			if errs := validation.IsDNS1123Label(got); len(errs) > 0 {
+				t.Errorf("%q is not a valid label value: %v", got, errs)
+			}
+		})
+	}
+	if JobName(long+"x", 1, "h", 1) == JobName(long+"y", 1, "h", 1) {
+		t.Error("distinct long names collide")
+	}
+}
+
+func TestBuildWorkspace(t *testing.T) {
+	cases := []struct {
+		name      string
+		p         WorkspaceParams
+		wantSize  string
+		wantClass *string
+	}{
+		{"defaults", WorkspaceParams{Owner: owner}, "10Gi", nil},
+		{"from spec", WorkspaceParams{Owner: owner, Size: ptr.To(resource.MustParse("200Gi")), StorageClass: ptr.To("fast")}, "200Gi", ptr.To("fast")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pvc := BuildWorkspace(tc.p)
+			if pvc.Name != "llama-workspace" || pvc.Namespace != "ml" {
+				t.Errorf("name = %s/%s", pvc.Namespace, pvc.Name)
+			}
+			if got := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != tc.wantSize {
+				t.Errorf("size = %s, want %s", got.String(), tc.wantSize)
+			}
+			if diff := cmp.Diff(tc.wantClass, pvc.Spec.StorageClassName); diff != "" {
+				t.Errorf("class (-want +got): %s", diff)
+			}
+			if len(pvc.OwnerReferences) != 1 || !*pvc.OwnerReferences[0].Controller || pvc.OwnerReferences[0].UID != "0f7c5a7e-1d1c-4f43-9d8f-3c3e1f1d2b6a" {
+				t.Errorf("owner reference = %+v", pvc.OwnerReferences)
+			}
+			if pvc.Labels[LabelOwnerUID] != owner.UID {
+				t.Errorf("labels = %v", pvc.Labels)
+			}
+		})
+	}
+}
+
+func jobParams(mut func(*JobParams)) JobParams {
+	var m Mounts
+	tgt := m.Target(v1alpha1.Target{Repository: "r.example.com/m", PushSecretRef: &corev1.LocalObjectReference{Name: "push-creds"},
+		CASecretRef: &corev1.LocalObjectReference{Name: "ca"}}, "r.example.com/m")
+	m.SecretEnv(spec.EnvHFToken, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"})
+	doc, _ := spec.Encode(spec.Artifact{Target: tgt})
+	p := JobParams{Owner: owner, Generation: 2, Attempt: 1, InputsHash: "0123456789abcdef", Image: "worker:v1",
+		Command: "artifact", SpecJSON: doc, Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts,
+		Timeout: 2 * time.Hour, TTLAfterFinished: time.Hour,
+		Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}
+	if mut != nil {
+		mut(&p)
+	}
+	return p
+}
+
+func TestBuildJob(t *testing.T) {
+	job := BuildJob(jobParams(nil))
+	pod := job.Spec.Template.Spec
+	c := pod.Containers[0]
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"name", job.Name, "llama-g2-01234-a1"},
+		{"backoffLimit", *job.Spec.BackoffLimit, int32(0)},
+		{"activeDeadlineSeconds", *job.Spec.ActiveDeadlineSeconds, int64(7200)},
+		{"ttl", *job.Spec.TTLSecondsAfterFinished, int32(3600)},
+		{"not suspended", *job.Spec.Suspend, false},
+		{"no queue label", job.Labels[QueueLabel], ""},
+		{"image", c.Image, "worker:v1"},
+		{"args", c.Args, []string{"artifact"}},
+		{"runAsNonRoot", *pod.SecurityContext.RunAsNonRoot, true},
+		{"seccomp", pod.SecurityContext.SeccompProfile.Type, corev1.SeccompProfileTypeRuntimeDefault},
+		{"no SA token", *pod.AutomountServiceAccountToken, false},
+		{"read-only root", *c.SecurityContext.ReadOnlyRootFilesystem, true},
+		{"no escalation", *c.SecurityContext.AllowPrivilegeEscalation, false},
+		{"drop ALL", c.SecurityContext.Capabilities.Drop, []corev1.Capability{"ALL"}},
+		{"restart never", pod.RestartPolicy, corev1.RestartPolicyNever},
+		{"memory limit", c.Resources.Limits.Memory().String(), "1Gi"},
+		{"pod labels carry generation", job.Spec.Template.Labels[LabelGeneration], "2"},
+		{"pod labels carry attempt", job.Spec.Template.Labels[LabelAttempt], "1"},
+	}
+	for _, ck := range checks {
+		if diff := cmp.Diff(ck.want, ck.got); diff != "" {
+			t.Errorf("%s (-want +got): %s", ck.name, diff)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.Name
+	}
+	for _, path := range []string{spec.WorkspaceDir, spec.TmpDir, spec.PushAuthDir, spec.CADir} {
+		if mounts[path] == "" {
+			t.Errorf("nothing mounted at %s", path)
+		}
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if env[spec.EnvDockerConfig].Value != spec.PushAuthDir {
+		t.Errorf("DOCKER_CONFIG = %q", env[spec.EnvDockerConfig].Value)
+	}
+	if ref := env[spec.EnvHFToken].ValueFrom; ref == nil || ref.SecretKeyRef.Name != "hf" || env[spec.EnvHFToken].Value != "" {
+		t.Errorf("HF_TOKEN must come from a secretKeyRef only: %+v", env[spec.EnvHFToken])
+	}
+	if !strings.Contains(env[spec.EnvSpec].Value, `"caFile":"/var/run/packline/ca/ca.crt"`) {
+		t.Errorf("worker spec lacks the CA path: %s", env[spec.EnvSpec].Value)
+	}
+	for _, l := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
+		for k := range l {
+			if strings.Contains(k, "version") {
+				t.Errorf("label %s would change on upgrade and orphan Jobs", k)
+			}
+		}
+	}
+}
+
+func TestBuildJobQueued(t *testing.T) {
+	job := BuildJob(jobParams(func(p *JobParams) { p.QueueName = "gpu-queue" }))
+	if !*job.Spec.Suspend || job.Labels[QueueLabel] != "gpu-queue" {
+		t.Fatalf("queued job: suspend=%v labels=%v", *job.Spec.Suspend, job.Labels)
+	}
+}
+
+func TestBuildJobNamesNoSecretValue(t *testing.T) {
+	job := BuildJob(jobParams(nil))
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Secret != nil && v.Secret.SecretName == "" {
+			t.Errorf("volume %s has no secret name", v.Name)
+		}
+	}
+	var push *corev1.SecretVolumeSource
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == "push-auth" {
+			push = v.Secret
+		}
+	}
+	if push == nil || push.SecretName != "push-creds" || len(push.Items) != 1 ||
+		push.Items[0].Key != corev1.DockerConfigJsonKey || push.Items[0].Path != "config.json" {
+		t.Fatalf("push secret volume = %+v", push)
+	}
+}

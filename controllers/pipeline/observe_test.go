@@ -1,0 +1,105 @@
+package pipeline
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/packline/packline/jobs/result"
+	. "github.com/packline/packline/test/wrappers"
+)
+
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+var okResult = fmt.Sprintf(`{"digest":%q,"reference":"r.example.com/m@%s","sourceRevision":"abc"}`, digest, digest)
+
+func TestObserve(t *testing.T) {
+	pod := func() *PodWrapper { return MakePod("p", "ns", "j") }
+	cases := []struct {
+		name string
+		job  *batchv1.Job
+		pods []corev1.Pod
+		want Observation
+	}{
+		{"no job", nil, nil, Observation{State: StateNoJob}},
+		{"suspended by kueue", MakeJob("j", "ns").Suspend(true).Obj(), nil,
+			Observation{State: StateQueued, Reason: ReasonQueued}},
+		{"no pod yet", MakeJob("j", "ns").Suspend(false).Obj(), nil,
+			Observation{State: StatePending, Reason: ReasonWaitingForPod}},
+		{"image pull backoff", MakeJob("j", "ns").Active().Obj(),
+			[]corev1.Pod{*pod().Waiting("ImagePullBackOff", `Back-off pulling image "worker"`).Obj()},
+			Observation{State: StatePending, Reason: "ImagePullBackOff"}},
+		{"unschedulable", MakeJob("j", "ns").Active().Obj(),
+			[]corev1.Pod{*pod().Unschedulable("0/3 nodes are available: 3 Insufficient memory.").Obj()},
+			Observation{State: StatePending, Reason: ReasonUnschedulable}},
+		{"running", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Running().Obj()},
+			Observation{State: StateRunning, Reason: ReasonRunning}},
+		{"succeeded with result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
+			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
+				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
+		{"succeeded without result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, "").Obj()},
+			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
+		{"succeeded with malformed result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, "pushed sha256:abc").Obj()},
+			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
+		{"succeeded but pod gone", MakeJob("j", "ns").Complete().Obj(), nil,
+			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
+		{"failed permanent result", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{*pod().Terminated(1, `{"error":{"reason":"RegistryAuthDenied","message":"401","permanent":true}}`).Obj()},
+			Observation{State: StateFailed, Reason: "RegistryAuthDenied", Permanent: true}},
+		{"failed retryable result", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{*pod().Terminated(1, `{"error":{"reason":"RegistryUnavailable","message":"503","permanent":false}}`).Obj()},
+			Observation{State: StateFailed, Reason: "RegistryUnavailable"}},
+		{"failed crash without result", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{*pod().Terminated(137, "").Obj()},
+			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
+		{"failed with garbage", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{*pod().Terminated(2, "panic: boom").Obj()},
+			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
+		{"deadline exceeded", MakeJob("j", "ns").Failed(batchv1.JobReasonDeadlineExceeded).Obj(), nil,
+			Observation{State: StateFailed, Reason: ReasonDeadlineExceeded}},
+		{"failed, pod gone", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(), nil,
+			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
+		{"newest pod wins", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{
+			*pod().Terminated(1, "garbage").Created(time.Unix(1, 0)).Obj(),
+			*MakePod("p2", "ns", "j").Terminated(0, okResult).Created(time.Unix(2, 0)).Obj()},
+			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
+				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Observe(tc.job, tc.pods)
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Observation{}, "Message")); diff != "" {
+				t.Errorf("Observe (-want +got):\n%s", diff)
+			}
+			if got.State != StateNoJob && got.Message == "" {
+				t.Error("observation has no message for kubectl describe")
+			}
+		})
+	}
+}
+
+func TestObserveMessagesNameTheCause(t *testing.T) {
+	o := Observe(MakeJob("j", "ns").Active().Obj(),
+		[]corev1.Pod{*MakePod("p", "ns", "j").Unschedulable("0/3 nodes are available: 3 Insufficient memory.").Obj()})
+	if !strings.Contains(o.Message, "Insufficient memory") {
+		t.Fatalf("message %q hides the scheduler's reason", o.Message)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	base, cap_ := 10*time.Second, 5*time.Minute
+	want := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute}
+	var got []time.Duration
+	for a := int32(1); a <= 7; a++ {
+		got = append(got, Backoff(a, base, cap_))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Backoff (-want +got):\n%s", diff)
+	}
+}
