@@ -33,6 +33,11 @@ const (
 	ReasonDeadlineReached = "DeadlineExceeded"
 )
 
+// ReasonTemplateRejected: a Claim's template breaks the render sandbox (a
+// remote base, a path outside the repository, a symlink, a plugin or a Helm
+// chart). Permanent: the template has to change.
+const ReasonTemplateRejected = "TemplateRejected"
+
 // Error is an error with a reason and a permanence already decided.
 type Error struct {
 	Reason    string

@@ -1,0 +1,94 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"oras.land/oras-go/v2"
+
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/render/archive"
+	"github.com/packline/packline/jobs/render/publish"
+	"github.com/packline/packline/jobs/render/source"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// Options are the worker's environment.
+type Options struct {
+	// WorkDir holds the clone (the workspace volume in a pod).
+	WorkDir string
+	// AuthDir holds the Git source Secret's files, if mounted.
+	AuthDir string
+	Limits  Limits
+	// Target, when set, replaces the registry client built from the spec
+	// (tests use an in-process registry).
+	Target oras.Target
+}
+
+// Run renders c and pushes it. The result is for the termination message;
+// errors are classified (see package failure) for main to report.
+func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
+	if c.Target.Repository == "" {
+		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("target repository is empty"))
+	}
+	tag := c.Target.Tag
+	if tag == "" {
+		tag = "latest"
+	}
+	rev, snap, err := source.Fetch(ctx, source.Options{
+		URL: c.Template.Source.URL, Ref: c.Template.Source.Ref,
+		Dir: cloneDir(o.WorkDir), AuthDir: o.AuthDir,
+	})
+	if err != nil {
+		return result.Result{}, err
+	}
+	files, err := Manifests(c, snap, o.Limits)
+	if err != nil {
+		return result.Result{}, err
+	}
+	layer, err := archive.Write(files)
+	if err != nil {
+		return result.Result{}, failure.Permanent(failure.ReasonRenderFailed, err)
+	}
+	art := publish.Artifact{
+		Layer:    layer,
+		Source:   source.Redact(c.Template.Source.URL),
+		Revision: Revision(rev),
+		Created:  rev.Time,
+	}
+
+	dst := o.Target
+	if dst == nil {
+		repo, err := registry.Repository(c.Target.Repository, registry.TargetOptions(c.Target))
+		if err != nil {
+			return result.Result{}, err
+		}
+		dst = repo
+	}
+	desc, err := publish.Push(ctx, art, dst, tag)
+	if err != nil {
+		return result.Result{}, failure.Registry(fmt.Errorf("pushing %s:%s: %w", c.Target.Repository, tag, err))
+	}
+	return result.Result{
+		Digest:         desc.Digest.String(),
+		Reference:      c.Target.Repository + "@" + desc.Digest.String(),
+		MediaType:      desc.MediaType,
+		ArtifactType:   publish.ConfigMediaType,
+		Size:           desc.Size,
+		SourceRevision: rev.Commit,
+		Tag:            tag,
+	}, nil
+}
+
+// Revision is the OCI revision annotation in Flux's format:
+// "<branch or tag>@sha1:<commit>", or "sha1:<commit>" when the template
+// pins a commit.
+func Revision(rev source.Revision) string {
+	if rev.IsSHA {
+		return "sha1:" + rev.Commit
+	}
+	return rev.Ref + "@sha1:" + rev.Commit
+}
