@@ -1,0 +1,126 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/regtest"
+)
+
+func tgz(t *testing.T, files map[string]string) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, body := range files {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	zw.Close()
+	return buf.Bytes()
+}
+
+// runWorker runs `worker artifact` in-process with a, returning the exit
+// code and the parsed termination message.
+func runWorker(t *testing.T, a spec.Artifact) (int, result.Result) {
+	t.Helper()
+	doc, err := spec.Encode(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "termination-log")
+	t.Setenv(spec.EnvSpec, doc)
+	t.Setenv(EnvTerminationLog, log)
+	t.Setenv(EnvWorkspace, t.TempDir())
+	code := run([]string{"artifact"})
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("no termination message: %v", err)
+	}
+	res, err := result.Parse(b)
+	if err != nil {
+		t.Fatalf("termination message %s: %v", b, err)
+	}
+	return code, res
+}
+
+func TestArtifactEndToEnd(t *testing.T) {
+	host := regtest.Start(t)
+	archive := tgz(t, map[string]string{"model.gguf": "gguf", "README.md": "# m", "tokenizer.json": "{}"})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(archive) }))
+	defer srv.Close()
+
+	vol := t.TempDir()
+	os.MkdirAll(filepath.Join(vol, "m"), 0o755)
+	os.WriteFile(filepath.Join(vol, "m", "w.safetensors"), []byte("w"), 0o644)
+	t.Setenv(EnvSourceVolumeDir, vol)
+
+	cases := []struct {
+		name   string
+		source v1alpha1.ArtifactSource
+		format v1alpha1.PackFormat
+		kf     string
+	}{
+		{"http archive as ModelKit", v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.tar.gz"}}, v1alpha1.FormatModelKit,
+			"package:\n  name: custom\nmodel:\n  framework: gguf\n"},
+		{"volume as ModelPack", v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}}, v1alpha1.FormatModelPack, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			target := host + "/e2e/model"
+			code, res := runWorker(t, spec.Artifact{Source: tc.source, Format: tc.format, Kitfile: tc.kf,
+				Target: spec.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
+			if code != 0 || res.Failed() {
+				t.Fatalf("exit %d, result %+v", code, res.Error)
+			}
+			if res.SourceRevision == "" || res.Tag != "v1" || res.ArtifactType == "" {
+				t.Errorf("incomplete result %+v", res)
+			}
+			repo, _ := registry.Repository(target, registry.Options{PlainHTTP: true})
+			desc, err := repo.Resolve(t.Context(), "v1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if desc.Digest.String() != res.Digest {
+				t.Errorf("tag points at %s, result says %s", desc.Digest, res.Digest)
+			}
+		})
+	}
+}
+
+func TestArtifactFailures(t *testing.T) {
+	r := regtest.StartWith(t, regtest.Options{})
+	r.Stop()
+	vol := t.TempDir()
+	os.WriteFile(filepath.Join(vol, "w.gguf"), []byte("w"), 0o644)
+	t.Setenv(EnvSourceVolumeDir, vol)
+	cases := []struct {
+		name      string
+		a         spec.Artifact
+		reason    string
+		permanent bool
+	}{
+		{"bad kitfile", spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
+			Kitfile: "model:\n  path: /etc/passwd\n", Target: spec.Target{Repository: r.Host + "/x/y", PlainHTTP: true}}, "InvalidSpec", true},
+		{"registry down", spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
+			Target: spec.Target{Repository: r.Host + "/x/y", Tag: "v1", PlainHTTP: true}}, "RegistryUnavailable", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, res := runWorker(t, tc.a)
+			if code != 1 || !res.Failed() || res.Error.Reason != tc.reason || res.Error.Permanent != tc.permanent {
+				t.Fatalf("exit %d, error %+v; want 1, %s permanent=%t", code, res.Error, tc.reason, tc.permanent)
+			}
+		})
+	}
+}
