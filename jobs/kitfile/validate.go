@@ -18,7 +18,7 @@ func Validate(k *Kitfile, root string) error {
 	}
 	entries := k.Entries()
 	if len(entries) == 0 {
-		return errors.New("kitfile: no model, code, dataset or docs to pack")
+		return errors.New("kitfile: nothing to pack (no model, code, datasets or docs)")
 	}
 	if k.Model != nil && k.Model.Path == "" && len(k.Model.Parts) > 0 {
 		return errors.New("kitfile: model has parts but no path")
