@@ -3,6 +3,7 @@ package render_test
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -193,4 +194,16 @@ func deepCopy(t testing.TB, v map[string]map[string]any) map[string]map[string]a
 		t.Fatal(err)
 	}
 	return out
+}
+
+// closedPort is a loopback host:port nothing listens on.
+func closedPort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
