@@ -1,0 +1,39 @@
+package source
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/kitfile"
+	"github.com/packline/packline/jobs/push"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/test/regtest"
+)
+
+func TestCopyOCI(t *testing.T) {
+	host := regtest.Start(t)
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "w.gguf"), []byte("weights"), 0o644)
+	files, _ := kitfile.List(root)
+	src, _ := registry.Repository(host+"/src/model", registry.Options{PlainHTTP: true})
+	pushed, _, err := push.Push(t.Context(), src, root, kitfile.Generate(files), push.Options{Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := registry.Repository(host+"/dst/model", registry.Options{PlainHTTP: true})
+	got, err := CopyOCI(t.Context(), v1alpha1.OCISource{Reference: host + "/src/model:v1", PlainHTTP: true}, t.TempDir(), dst, "copied")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != pushed.Digest {
+		t.Errorf("copied %s, pushed %s", got.Digest, pushed.Digest)
+	}
+	if d, err := dst.Resolve(t.Context(), "copied"); err != nil || d.Digest != pushed.Digest {
+		t.Errorf("dst tag resolves to %v (%v)", d.Digest, err)
+	}
+	_, err = CopyOCI(t.Context(), v1alpha1.OCISource{Reference: host + "/src/model:missing", PlainHTTP: true}, t.TempDir(), dst, "x")
+	assertReason(t, err, failure.ReasonSourceNotFound, true)
+}
