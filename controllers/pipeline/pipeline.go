@@ -131,7 +131,7 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 		p.loadJobs,
 		p.deleteStaleJobs,
 		p.reportBlocked,
-		p.reconcileWorkspace,
+		p.ensureWorkspace,
 		p.ensureJob,
 		p.observe,
 	}
@@ -143,6 +143,11 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 		res = lowestRequeue(res, r)
 		if s.stop {
 			break
+		}
+	}
+	if s.blocked == nil {
+		if err := p.releaseWorkspace(ctx, s); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
 	return res, nil

@@ -122,25 +122,12 @@ func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, erro
 	return ctrl.Result{}, nil
 }
 
-// reconcileWorkspace ensures the workspace PVC, or frees it once the run
-// succeeded when the reclaim policy is Delete.
-func (p *Pipeline) reconcileWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
+// ensureWorkspace creates the workspace PVC while the run is in progress.
+func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.status.Phase == v1alpha1.PhaseSucceeded || s.status.Phase == v1alpha1.PhaseFailed {
+		return ctrl.Result{}, nil
+	}
 	ws := s.obj.GetPipelineSpec().Workspace
-	if s.status.Phase == v1alpha1.PhaseSucceeded {
-		if ws != nil && ws.ReclaimPolicy == v1alpha1.ReclaimRetain {
-			return ctrl.Result{}, nil
-		}
-		pvc := &corev1.PersistentVolumeClaim{}
-		pvc.Name, pvc.Namespace = WorkspaceName(s.owner.Name), s.owner.Namespace
-		if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("freeing workspace: %w", err)
-		}
-		return ctrl.Result{}, nil
-	}
-	if s.status.Phase == v1alpha1.PhaseFailed {
-		// Keep the workspace for inspection; create nothing new.
-		return ctrl.Result{}, nil
-	}
 	params := s.work.WorkspaceDefaults
 	params.Owner = s.owner
 	if ws != nil && ws.Size != nil {
@@ -153,6 +140,25 @@ func (p *Pipeline) reconcileWorkspace(ctx context.Context, s *scope) (ctrl.Resul
 		return ctrl.Result{}, fmt.Errorf("creating workspace PVC: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// releaseWorkspace frees the workspace once the run succeeded, unless the
+// reclaim policy is Retain. A failed run keeps it, for inspection and for
+// resumable downloads on the next run. It runs at the end of every
+// reconcile, so a failed delete is retried even after status says Succeeded.
+func (p *Pipeline) releaseWorkspace(ctx context.Context, s *scope) error {
+	if s.status.Phase != v1alpha1.PhaseSucceeded {
+		return nil
+	}
+	if ws := s.obj.GetPipelineSpec().Workspace; ws != nil && ws.ReclaimPolicy == v1alpha1.ReclaimRetain {
+		return nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{}
+	pvc.Name, pvc.Namespace = WorkspaceName(s.owner.Name), s.owner.Namespace
+	if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("freeing workspace: %w", err)
+	}
+	return nil
 }
 
 // ensureJob makes sure the current attempt's Job exists, waiting out the

@@ -1,0 +1,310 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/pipeline"
+)
+
+const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func okResult(d string) string {
+	return fmt.Sprintf(`{"digest":%q,"reference":"registry.example.com/acme/tiny@%s","sourceRevision":"c0ffee","tag":"v1"}`, d, d)
+}
+
+const retryable = `{"error":{"reason":"RegistryUnavailable","message":"503 from registry","permanent":false}}`
+const permanent = `{"error":{"reason":"RegistryAuthDenied","message":"401 from registry: check the push Secret","permanent":true}}`
+
+func condition(a *v1alpha1.Artifact, t string) *metav1Condition {
+	return apimeta.FindStatusCondition(a.Status.Conditions, t)
+}
+
+func eventually(t *testing.T, f func(g Gomega)) {
+	t.Helper()
+	NewWithT(t).Eventually(f).WithTimeout(20 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+}
+
+func TestArtifactSucceeds(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "tiny"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+
+	job := waitJob(t, ns, key.Name, 1, 1)
+	eventually(t, func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tiny-workspace"}, pvc)).To(Succeed())
+	})
+	pod := runPod(t, job)
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
+	finishPod(t, job, pod, 0, okResult(digest))
+
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(a.Status.Digest).To(Equal(digest))
+		g.Expect(a.Status.Reference).To(Equal("registry.example.com/acme/tiny@" + digest))
+		g.Expect(a.Status.SourceRevision).To(Equal("c0ffee"))
+		g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
+		g.Expect(a.Status.Attempts).To(Equal(int32(1)))
+		g.Expect(a.Status.JobRef.Name).To(Equal(job.Name))
+		g.Expect(a.Status.CompletionTime).NotTo(BeNil())
+		g.Expect(condition(a, v1alpha1.ConditionReady).Status).To(BeEquivalentTo("True"))
+		g.Expect(condition(a, v1alpha1.ConditionReconciling)).To(BeNil())
+		g.Expect(condition(a, v1alpha1.ConditionStalled)).To(BeNil())
+	})
+	// Reclaim policy Delete (the default) frees the workspace after success.
+	eventually(t, func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "tiny-workspace"}, pvc)
+		g.Expect(apierrors.IsNotFound(err) || !pvc.DeletionTimestamp.IsZero()).To(BeTrue(), "workspace not freed")
+	})
+	// An event for each phase change.
+	eventually(t, func(g Gomega) {
+		var evs eventsList
+		g.Expect(env.Client.List(context.Background(), &evs, client.InNamespace(ns))).To(Succeed())
+		actions := map[string]bool{}
+		for _, e := range evs.Items {
+			actions[e.Action] = true
+		}
+		g.Expect(actions).To(HaveKey("Pending"))
+		g.Expect(actions).To(HaveKey("Running"))
+		g.Expect(actions).To(HaveKey("Succeeded"))
+	})
+}
+
+func TestArtifactInvalidResultFailsOnce(t *testing.T) {
+	for name, msg := range map[string]string{"missing": "", "malformed": "pushed sha256:abc to registry"} {
+		t.Run(name, func(t *testing.T) {
+			startManager(t)
+			ns := newNamespace(t)
+			key := client.ObjectKey{Namespace: ns, Name: "bad-" + name}
+			create(t, makeArtifact(key.Name, ns).Obj())
+			runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, msg)
+			eventually(t, func(g Gomega) {
+				a := getArtifact(g, key)
+				g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+				g.Expect(condition(a, v1alpha1.ConditionStalled).Reason).To(Equal(pipeline.ReasonInvalidResult))
+			})
+			// No requeue loop: no second attempt, and status stays put.
+			g := NewWithT(t)
+			g.Consistently(func(g Gomega) {
+				g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1))
+				g.Expect(getArtifact(g, key).Status.Attempts).To(Equal(int32(1)))
+			}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+		})
+	}
+}
+
+func TestArtifactRetriesThenStalls(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "flaky"}
+	create(t, makeArtifact(key.Name, ns).RetryLimit(2).Obj())
+
+	for attempt := 1; attempt <= 3; attempt++ {
+		job := waitJob(t, ns, key.Name, 1, attempt)
+		runJob(t, job, 1, retryable)
+		if attempt < 3 {
+			eventually(t, func(g Gomega) {
+				a := getArtifact(g, key)
+				g.Expect(a.Status.Attempts).To(BeNumerically(">=", attempt))
+				if a.Status.Attempts == int32(attempt) {
+					g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRetrying))
+					g.Expect(a.Status.NextAttemptTime).NotTo(BeNil())
+				}
+			})
+		}
+	}
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		g.Expect(a.Status.Attempts).To(Equal(int32(3)))
+		st := condition(a, v1alpha1.ConditionStalled)
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Reason).To(Equal("RegistryUnavailable"))
+		g.Expect(st.Message).To(ContainSubstring("retryLimit is 2"))
+	})
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(3))
+	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+func TestArtifactPermanentFailureStallsAtOnce(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "denied"}
+	create(t, makeArtifact(key.Name, ns).RetryLimit(5).Obj())
+	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		st := condition(a, v1alpha1.ConditionStalled)
+		g.Expect(st.Reason).To(Equal("RegistryAuthDenied"))
+		g.Expect(st.Message).To(ContainSubstring("check the push Secret"))
+	})
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1))
+	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// TestSpecEditRestarts edits the spec while Running, after Succeeded and
+// after Failed: each time the old Job goes and a Job of the new generation
+// runs to a new status.
+func TestSpecEditRestarts(t *testing.T) {
+	setups := map[string]func(t *testing.T, job *batchv1.Job){
+		"while running":   func(t *testing.T, job *batchv1.Job) { runPod(t, job) },
+		"after succeeded": func(t *testing.T, job *batchv1.Job) { runJob(t, job, 0, okResult(digest)) },
+		"after failed":    func(t *testing.T, job *batchv1.Job) { runJob(t, job, 1, permanent) },
+	}
+	wantPhase := map[string]v1alpha1.Phase{"while running": v1alpha1.PhaseRunning, "after succeeded": v1alpha1.PhaseSucceeded, "after failed": v1alpha1.PhaseFailed}
+	for name, setup := range setups {
+		t.Run(name, func(t *testing.T) {
+			startManager(t)
+			ns := newNamespace(t)
+			key := client.ObjectKey{Namespace: ns, Name: "edit"}
+			create(t, makeArtifact(key.Name, ns).Obj())
+			old := waitJob(t, ns, key.Name, 1, 1)
+			setup(t, old)
+			eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(wantPhase[name])) })
+
+			eventually(t, func(g Gomega) {
+				a := getArtifact(g, key)
+				a.Spec.Target.Tag = "v2"
+				g.Expect(env.Client.Update(context.Background(), a)).To(Succeed())
+			})
+			job := waitJob(t, ns, key.Name, 2, 1)
+			eventually(t, func(g Gomega) {
+				err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(old), &batchv1.Job{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "old Job %s still there", old.Name)
+				a := getArtifact(g, key)
+				g.Expect(a.Status.ObservedGeneration).To(Equal(int64(2)))
+				g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhasePending))
+				g.Expect(a.Status.Digest).To(BeEmpty())
+				g.Expect(a.Status.Attempts).To(Equal(int32(1)))
+			})
+			d2 := strings.Replace(digest, "0123", "4567", 1)
+			runJob(t, job, 0, okResult(d2))
+			eventually(t, func(g Gomega) {
+				a := getArtifact(g, key)
+				g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+				g.Expect(a.Status.Digest).To(Equal(d2))
+			})
+		})
+	}
+}
+
+// TestManagerRestartMidRun: a new manager against the same apiserver
+// never creates a second Job for the same (generation, attempt), even when
+// the status that recorded the Job was lost.
+func TestManagerRestartMidRun(t *testing.T) {
+	stop := startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "restart"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+	job := waitJob(t, ns, key.Name, 1, 1)
+	pod := runPod(t, job)
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
+	stop()
+
+	// Lose the status, as if the manager died between creating the Job
+	// and patching status.
+	a := getArtifact(NewWithT(t), key)
+	a.Status = v1alpha1.PipelineStatus{}
+	if err := env.Client.Status().Update(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	startManager(t)
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+		g.Expect(a.Status.JobRef.Name).To(Equal(job.Name))
+	})
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1))
+	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	finishPod(t, job, pod, 0, okResult(digest))
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
+}
+
+func TestLongName(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	name := strings.Repeat("m", 63)
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	create(t, makeArtifact(name, ns).Obj())
+	job := waitJob(t, ns, name, 1, 1)
+	if len(job.Name) > 63 {
+		t.Fatalf("Job name %q is %d characters", job.Name, len(job.Name))
+	}
+	runJob(t, job, 0, okResult(digest))
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
+}
+
+func TestQueuedJob(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "queued"}
+	create(t, makeArtifact(key.Name, ns).Queue("gpu").Obj())
+	job := waitJob(t, ns, key.Name, 1, 1)
+	if !*job.Spec.Suspend || job.Labels[pipeline.QueueLabel] != "gpu" {
+		t.Fatalf("queued Job: suspend=%v labels=%v", *job.Spec.Suspend, job.Labels)
+	}
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseQueued)) })
+
+	// Kueue admits the workload by unsuspending the Job.
+	eventually(t, func(g Gomega) {
+		j := &batchv1.Job{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), j)).To(Succeed())
+		j.Spec.Suspend = ptr.To(false)
+		g.Expect(env.Client.Update(context.Background(), j)).To(Succeed())
+		job = j
+	})
+	runPod(t, job)
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
+	// The controller never edited the Job after Kueue took it.
+	j := &batchv1.Job{}
+	NewWithT(t).Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), j)).To(Succeed())
+	if *j.Spec.Suspend || j.Generation != job.Generation {
+		t.Fatalf("Job spec changed: suspend=%v generation %d→%d", *j.Spec.Suspend, job.Generation, j.Generation)
+	}
+}
+
+func TestJobDeletedByTTLKeepsStatus(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "ttl"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+	job := waitJob(t, ns, key.Name, 1, 1)
+	runJob(t, job, 0, okResult(digest))
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
+
+	// The TTL controller deletes the Job and its pods.
+	if err := env.Client.Delete(context.Background(), job); err != nil {
+		t.Fatal(err)
+	}
+	var pods corev1.PodList
+	NewWithT(t).Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns))).To(Succeed())
+	for i := range pods.Items {
+		NewWithT(t).Expect(env.Client.Delete(context.Background(), &pods.Items[i], client.GracePeriodSeconds(0))).To(Succeed())
+	}
+	NewWithT(t).Consistently(func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(a.Status.Digest).To(Equal(digest))
+		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
+	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
