@@ -13,7 +13,6 @@ package guard
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -24,17 +23,15 @@ import (
 	"github.com/packline/packline/jobs/failure"
 )
 
-// hostPathRE matches kustomize's scheme-less remote forms such as
-// "github.com/org/repo/path?ref=v1".
-var hostPathRE = regexp.MustCompile(`^[a-zA-Z0-9-]+(\.[a-zA-Z0-9-]+)+(:[0-9]+)?/`)
-
 // IsRemote reports whether p is something kustomize would fetch rather
-// than read from the filesystem: a URL, an scp-like git address, or a
-// host/path form.
+// than read from the filesystem: a URL, an scp-like or "git::" git
+// address, the scheme-less "github.com/org/repo" form kustomize clones, or
+// a path with a ref query.
 func IsRemote(p string) bool {
-	return strings.Contains(p, "://") || strings.HasPrefix(p, "git@") ||
-		strings.Contains(p, "?ref=") || strings.Contains(p, "?version=") ||
-		hostPathRE.MatchString(p)
+	lower := strings.ToLower(p)
+	return strings.Contains(p, "://") || strings.HasPrefix(p, "git@") || strings.HasPrefix(p, "git::") ||
+		strings.HasPrefix(lower, "github.com/") || strings.HasPrefix(lower, "github.com:") ||
+		strings.Contains(p, "?ref=") || strings.Contains(p, "?version=")
 }
 
 // Tree is the sandbox: the in-memory filesystem and what it may be read from.
