@@ -22,6 +22,13 @@ func Profile(m resmap.ResMap, p *v1alpha1.EnvironmentProfileSpec) error {
 		return nil
 	}
 	for _, r := range m.Resources() {
+		if r.GetKind() == "StatefulSet" && p.StorageClassName != "" {
+			// Claim templates become PVCs at run time; the overlay's patch
+			// only reaches PVC objects.
+			if err := claimTemplates(r.Pipe, p.StorageClassName); err != nil {
+				return fmt.Errorf("applying profile to StatefulSet/%s: %w", r.GetName(), err)
+			}
+		}
 		spec, err := podSpec(r)
 		if err != nil {
 			return err
@@ -150,4 +157,26 @@ func canonical(image string) string {
 func sortedKeys(m map[string]string) []string {
 	// Sorted, so the output is byte-identical between runs.
 	return slices.Sorted(maps.Keys(m))
+}
+
+// claimTemplates sets the storage class of a StatefulSet's volumeClaimTemplates.
+func claimTemplates(pipe func(...kyaml.Filter) (*kyaml.RNode, error), class string) error {
+	list, err := pipe(kyaml.Lookup("spec", "volumeClaimTemplates"))
+	if err != nil || list == nil {
+		return err
+	}
+	items, err := list.Elements()
+	if err != nil {
+		return err
+	}
+	for _, pvc := range items {
+		spec, err := pvc.Pipe(kyaml.LookupCreate(kyaml.MappingNode, "spec"))
+		if err != nil {
+			return err
+		}
+		if err := setField(spec, "storageClassName", class); err != nil {
+			return err
+		}
+	}
+	return nil
 }
