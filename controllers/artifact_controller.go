@@ -75,6 +75,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 		Mounts:     m,
 		InputsHash: pipeline.InputsHash(specJSON),
 		Tag:        target.Tag,
+		Hints:      sourceHints(src, targetHints(a.Spec.Target)),
 	}, nil
 }
 

@@ -147,7 +147,9 @@ func TestArtifactPermanentFailureStallsAtOnce(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "denied"}
-	create(t, makeArtifact(key.Name, ns).RetryLimit(5).Obj())
+	a := makeArtifact(key.Name, ns).RetryLimit(5).Obj()
+	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-registry"}
+	create(t, a)
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
@@ -155,6 +157,8 @@ func TestArtifactPermanentFailureStallsAtOnce(t *testing.T) {
 		st := condition(a, v1alpha1.ConditionStalled)
 		g.Expect(st.Reason).To(Equal("RegistryAuthDenied"))
 		g.Expect(st.Message).To(ContainSubstring("check the push Secret"))
+		// The worker cannot know the Secret's name; the controller adds it.
+		g.Expect(st.Message).To(ContainSubstring(`Secret "team-registry" (spec.target.pushSecretRef)`))
 	})
 	NewWithT(t).Consistently(func(g Gomega) {
 		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1))

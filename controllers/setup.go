@@ -44,5 +44,11 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config) error {
 			Kind:      kind,
 		}
 	}
-	return (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr)
+	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&ClaimTemplateReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
 }

@@ -67,6 +67,10 @@ type Work struct {
 	Tag string
 	// WorkspaceDefaults fill in what spec.workspace leaves unset.
 	WorkspaceDefaults WorkspaceParams
+	// Hints, by failure reason, are appended to the failure message: they
+	// name what the user must fix (for example the Secret behind a 401),
+	// which the worker cannot know.
+	Hints map[string]string
 }
 
 // Blocked is returned by a kind's prepare step when no Job can run yet.

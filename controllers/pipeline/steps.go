@@ -267,6 +267,9 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 		setReady(st, "Succeeded", o.Message)
 		return ctrl.Result{}
 	case StateFailed:
+		if hint := s.work.Hints[o.Reason]; hint != "" {
+			o.Message += ": " + hint
+		}
 		limit := p.Config.DefaultRetryLimit
 		if rl := s.obj.GetPipelineSpec().RetryLimit; rl != nil {
 			limit = *rl

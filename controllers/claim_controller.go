@@ -1,0 +1,216 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// Reasons a Claim cannot render yet.
+const (
+	ReasonTemplateNotFound   = "TemplateNotFound"
+	ReasonAccessDenied       = "AccessDenied"
+	ReasonExposureNotOffered = "ExposureNotOffered"
+	ReasonInvalidTemplate    = "InvalidTemplate"
+	ReasonInvalidValues      = "InvalidValues"
+	ReasonNoTarget           = "NoTargetRepository"
+)
+
+const templateRefIndex = "spec.templateRef.name"
+
+// ClaimReconciler resolves a Claim's template and profile, validates its
+// values, and runs the shared pipeline with the render worker.
+type ClaimReconciler struct {
+	Client   client.Client
+	Pipeline *pipeline.Pipeline
+}
+
+// +kubebuilder:rbac:groups=packline.dev,resources=claims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=packline.dev,resources=claims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=packline.dev,resources=claimtemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=packline.dev,resources=environmentprofiles,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+
+// Reconcile drives one Claim through the pipeline.
+func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	c := &v1alpha1.Claim{}
+	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return r.Pipeline.Reconcile(ctx, c, func(ctx context.Context) (pipeline.Work, error) {
+		in, err := r.load(ctx, c)
+		if err != nil {
+			return pipeline.Work{}, err
+		}
+		return ClaimWork(c, in)
+	})
+}
+
+// ClaimInputs is everything a Claim's render depends on besides itself.
+type ClaimInputs struct {
+	// Template is nil when the ClaimTemplate does not exist.
+	Template        *v1alpha1.ClaimTemplate
+	NamespaceLabels map[string]string
+	Profiles        []v1alpha1.EnvironmentProfile
+}
+
+func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInputs, error) {
+	var in ClaimInputs
+	tpl := &v1alpha1.ClaimTemplate{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return in, err
+	default:
+		in.Template = tpl
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: c.Namespace}, ns); err != nil {
+		return in, err
+	}
+	in.NamespaceLabels = ns.Labels
+	var profiles v1alpha1.EnvironmentProfileList
+	if err := r.Client.List(ctx, &profiles); err != nil {
+		return in, err
+	}
+	in.Profiles = profiles.Items
+	return in, nil
+}
+
+// ClaimWork is the render job for a Claim, or *pipeline.Blocked saying
+// what to fix. It is pure, so every rule is a table test.
+func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
+	tpl := in.Template
+	if tpl == nil {
+		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotFound,
+			Message:    fmt.Sprintf("spec.templateRef: ClaimTemplate %q does not exist; waiting for it to be created", c.Spec.TemplateRef.Name),
+			InputsHash: pipeline.InputsHash([]byte("no-template"), []byte(c.Spec.TemplateRef.Name))}
+	}
+	profile, err := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
+	if err != nil {
+		return pipeline.Work{}, err
+	}
+	hash, err := claimInputsHash(c, tpl, profile)
+	if err != nil {
+		return pipeline.Work{}, err
+	}
+	blocked := func(reason string, err error) (pipeline.Work, error) {
+		return pipeline.Work{}, &pipeline.Blocked{Reason: reason, Message: err.Error(), Permanent: true, InputsHash: hash}
+	}
+	if err := claims.CheckAccess(tpl, c.Namespace, in.NamespaceLabels); err != nil {
+		return blocked(ReasonAccessDenied, err)
+	}
+	exposure, err := claims.CheckExposure(tpl, c.Spec.Exposure)
+	if err != nil {
+		return blocked(ReasonExposureNotOffered, err)
+	}
+	schema, err := claims.CompileSchema(tpl.Spec.ValuesSchema)
+	if err != nil {
+		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s: %w", tpl.Name, err))
+	}
+	if err := claims.ValidateValues(schema, c.Spec.Values); err != nil {
+		return blocked(ReasonInvalidValues, err)
+	}
+	repo, err := claims.TargetRepository(tpl, c)
+	if err != nil {
+		return blocked(ReasonNoTarget, err)
+	}
+
+	var m pipeline.Mounts
+	var t v1alpha1.Target
+	if c.Spec.Target != nil {
+		t = *c.Spec.Target
+	}
+	target := m.Target(t, repo)
+	tplSpec := *tpl.Spec.DeepCopy()
+	// The worker applies only the chosen exposure's component.
+	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
+	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: c.Spec.Values,
+		Exposure: c.Spec.Exposure, Target: target}
+	var ws pipeline.WorkspaceParams
+	if profile != nil {
+		doc.Profile = profile.Spec.DeepCopy()
+		ws.Size = profile.Spec.WorkspaceSize
+		if profile.Spec.StorageClassName != "" {
+			ws.StorageClass = &profile.Spec.StorageClassName
+		}
+	}
+	return pipeline.Work{
+		Command: "claim", Spec: doc, Mounts: m, InputsHash: hash, Tag: target.Tag,
+		WorkspaceDefaults: ws, Hints: targetHints(t),
+	}, nil
+}
+
+// claimInputsHash covers the template, the chosen profile and the claim
+// spec: a change to any of them renders again, even with no new generation.
+func claimInputsHash(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, p *v1alpha1.EnvironmentProfile) (string, error) {
+	parts := [][]byte{}
+	for _, v := range []any{c.Spec, tpl.Spec} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, b)
+	}
+	if p != nil {
+		b, err := json.Marshal(p.Spec)
+		if err != nil {
+			return "", err
+		}
+		parts = append(parts, []byte(p.Name), b)
+	}
+	return pipeline.InputsHash(parts...), nil
+}
+
+// SetupWithManager watches Claims, their Jobs and pods, and the templates,
+// profiles and namespaces a Claim's render depends on.
+func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Claim{}, templateRefIndex,
+		func(o client.Object) []string { return []string{o.(*v1alpha1.Claim).Spec.TemplateRef.Name} }); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.Claim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&batchv1.Job{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
+		Watches(&v1alpha1.ClaimTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
+			return []client.ListOption{client.MatchingFields{templateRefIndex: o.GetName()}}
+		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.EnvironmentProfile{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(client.Object) []client.ListOption {
+			return nil
+		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
+			return []client.ListOption{client.InNamespace(o.GetName())}
+		})), builder.WithPredicates(predicate.LabelChangedPredicate{})).
+		Named("claim").
+		Complete(r)
+}
+
+// claimsOf maps a changed dependency to the Claims that the options select.
+func (r *ClaimReconciler) claimsOf(opts func(client.Object) []client.ListOption) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		var list v1alpha1.ClaimList
+		if err := r.Client.List(ctx, &list, opts(o)...); err != nil {
+			return nil
+		}
+		reqs := make([]ctrl.Request, 0, len(list.Items))
+		for _, c := range list.Items {
+			reqs = append(reqs, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&c)})
+		}
+		return reqs
+	}
+}

@@ -1,0 +1,190 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// ClaimWrapper builds Claims fluently.
+type ClaimWrapper struct{ v1alpha1.Claim }
+
+func makeClaim(name, ns, tpl string) *ClaimWrapper {
+	return &ClaimWrapper{v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.ClaimSpec{TemplateRef: v1alpha1.TemplateReference{Name: tpl}}}}
+}
+
+func (w *ClaimWrapper) Values(v string) *ClaimWrapper {
+	w.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(v)}
+	return w
+}
+func (w *ClaimWrapper) Obj() *v1alpha1.Claim { return &w.Claim }
+
+func makeTemplate(name string) *v1alpha1.ClaimTemplate {
+	return &v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClaimTemplateSpec{
+		Source:           v1alpha1.TemplateSource{URL: "https://git.example.com/tpl.git", Ref: "main", Path: "apps/code-server/base"},
+		ValuesSchema:     &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3}}}`)},
+		Parameters:       []v1alpha1.ParameterBinding{{Value: "replicas", Kind: v1alpha1.BindingReplicas, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
+		RepositoryPrefix: "registry.example.com/claims",
+	}}
+}
+
+func getClaim(g Gomega, key client.ObjectKey) *v1alpha1.Claim {
+	c := &v1alpha1.Claim{}
+	g.Expect(env.Client.Get(context.Background(), key, c)).To(Succeed())
+	return c
+}
+
+func workerSpec(g Gomega, ns, owner string) spec.Claim {
+	jobs := jobsOf(g, ns, owner)
+	g.Expect(jobs).NotTo(BeEmpty())
+	var doc spec.Claim
+	for _, e := range jobs[len(jobs)-1].Spec.Template.Spec.Containers[0].Env {
+		if e.Name == spec.EnvSpec {
+			g.Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+		}
+	}
+	return doc
+}
+
+func TestClaimWaitsForTemplateThenRenders(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	tplName := ns + "-tpl"
+	key := client.ObjectKey{Namespace: ns, Name: "ide"}
+	create(t, makeClaim(key.Name, ns, tplName).Values(`{"replicas":2}`).Obj())
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhasePending))
+		ready := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(controllers.ReasonTemplateNotFound))
+		g.Expect(ready.Message).To(ContainSubstring(tplName))
+		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
+	})
+
+	create(t, makeTemplate(tplName))
+	job := waitJob(t, ns, key.Name, 1, 1)
+	if got := job.Spec.Template.Spec.Containers[0].Args; len(got) != 1 || got[0] != "claim" {
+		t.Fatalf("worker args = %v", got)
+	}
+	eventually(t, func(g Gomega) {
+		doc := workerSpec(g, ns, key.Name)
+		g.Expect(doc.Target.Repository).To(Equal("registry.example.com/claims/" + ns + "/ide"))
+		g.Expect(doc.Template.Source.Path).To(Equal("apps/code-server/base"))
+		g.Expect(doc.Profile).To(BeNil())
+	})
+	runJob(t, job, 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(c.Status.Digest).To(Equal(digest))
+		g.Expect(c.Status.InputsHash).NotTo(BeEmpty())
+	})
+
+	// The admin edits the template: the claim renders again at the same generation.
+	before := getClaim(NewWithT(t), key).Status.InputsHash
+	eventually(t, func(g Gomega) {
+		tpl := &v1alpha1.ClaimTemplate{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: tplName}, tpl)).To(Succeed())
+		tpl.Spec.Source.Ref = "v2"
+		g.Expect(env.Client.Update(context.Background(), tpl)).To(Succeed())
+	})
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		g.Expect(c.Generation).To(Equal(int64(1)))
+		g.Expect(c.Status.InputsHash).NotTo(Equal(before))
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhasePending))
+		g.Expect(workerSpec(g, ns, key.Name).Template.Source.Ref).To(Equal("v2"))
+		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1), "the superseded render's Job must go")
+	})
+}
+
+func TestClaimInvalidValuesStall(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	create(t, makeTemplate(ns+"-tpl"))
+	key := client.ObjectKey{Namespace: ns, Name: "too-big"}
+	create(t, makeClaim(key.Name, ns, ns+"-tpl").Values(`{"replicas":9}`).Obj())
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		st := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled)
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Reason).To(Equal(controllers.ReasonInvalidValues))
+		g.Expect(st.Message).To(ContainSubstring("spec.values.replicas"))
+		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
+	})
+	// Fixing the values starts a render.
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		c.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1}`)}
+		g.Expect(env.Client.Update(context.Background(), c)).To(Succeed())
+	})
+	waitJob(t, ns, key.Name, 2, 1)
+}
+
+func TestClaimProfileAndAccess(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	tpl := makeTemplate(ns + "-tpl")
+	tpl.Spec.Access.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": ns}}
+	create(t, tpl)
+	for _, p := range []struct {
+		name string
+		prio int32
+	}{{ns + "-low", 1}, {ns + "-high", 5}} {
+		create(t, &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: p.name}, Spec: v1alpha1.EnvironmentProfileSpec{
+			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"site": ns}},
+			Priority:          p.prio, StorageClassName: p.name, RuntimeClassName: "nvidia"}})
+	}
+	key := client.ObjectKey{Namespace: ns, Name: "gpu"}
+	create(t, makeClaim(key.Name, ns, tpl.Name).Obj())
+	eventually(t, func(g Gomega) {
+		st := apimeta.FindStatusCondition(getClaim(g, key).Status.Conditions, v1alpha1.ConditionStalled)
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Reason).To(Equal(controllers.ReasonAccessDenied))
+	})
+
+	// The platform labels the namespace: access and a profile now apply.
+	eventually(t, func(g Gomega) {
+		n := &corev1.Namespace{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n)).To(Succeed())
+		n.Labels = map[string]string{"tenant": ns, "site": ns}
+		g.Expect(env.Client.Update(context.Background(), n)).To(Succeed())
+	})
+	eventually(t, func(g Gomega) {
+		doc := workerSpec(g, ns, key.Name)
+		g.Expect(doc.Profile).NotTo(BeNil())
+		g.Expect(doc.Profile.StorageClassName).To(Equal(ns + "-high"))
+		pvc := &corev1.PersistentVolumeClaim{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "gpu-workspace"}, pvc)).To(Succeed())
+		g.Expect(*pvc.Spec.StorageClassName).To(Equal(ns + "-high"))
+	})
+}
+
+func TestClaimTemplateStatus(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	bad := makeTemplate(ns + "-bad")
+	bad.Spec.Parameters[0].Value = "replcias"
+	create(t, bad)
+	eventually(t, func(g Gomega) {
+		tpl := &v1alpha1.ClaimTemplate{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: bad.Name}, tpl)).To(Succeed())
+		ready := apimeta.FindStatusCondition(tpl.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Message).To(ContainSubstring("spec.parameters[0].value"))
+	})
+}

@@ -1,0 +1,88 @@
+package claims
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+// CheckAccess enforces the template's namespace selector. (Groups need the
+// requester's identity, which only an admission webhook sees.)
+func CheckAccess(tpl *v1alpha1.ClaimTemplate, ns string, nsLabels map[string]string) error {
+	sel := tpl.Spec.Access.NamespaceSelector
+	if sel == nil {
+		return nil
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return fmt.Errorf("ClaimTemplate %s has an invalid spec.access.namespaceSelector: %w", tpl.Name, err)
+	}
+	if !s.Matches(labels.Set(nsLabels)) {
+		return fmt.Errorf("namespace %s may not claim ClaimTemplate %s: its labels do not match the template's spec.access.namespaceSelector (%s)", ns, tpl.Name, s.String())
+	}
+	return nil
+}
+
+// CheckExposure makes sure the template offers the claimed exposure, and
+// returns the matching option. A template that lists none offers ClusterIP.
+func CheckExposure(tpl *v1alpha1.ClaimTemplate, e v1alpha1.Exposure) (v1alpha1.ExposureOption, error) {
+	t := e.Type
+	if t == "" {
+		t = v1alpha1.ExposureClusterIP
+	}
+	offered := tpl.Spec.Exposures
+	if len(offered) == 0 {
+		offered = []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureClusterIP}}
+	}
+	var names []string
+	for _, o := range offered {
+		if o.Type == t {
+			return o, nil
+		}
+		names = append(names, string(o.Type))
+	}
+	return v1alpha1.ExposureOption{}, fmt.Errorf("spec.exposure.type: %s is not offered by ClaimTemplate %s (offered: %s)", t, tpl.Name, strings.Join(names, ", "))
+}
+
+// SelectProfile picks the EnvironmentProfile for a namespace: among those
+// whose selector matches, the highest priority, then the smallest name, so
+// the choice never depends on list order. Nil when none matches.
+func SelectProfile(profiles []v1alpha1.EnvironmentProfile, nsLabels map[string]string) (*v1alpha1.EnvironmentProfile, error) {
+	var matched []v1alpha1.EnvironmentProfile
+	for _, p := range profiles {
+		s, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector)
+		if err != nil {
+			return nil, fmt.Errorf("EnvironmentProfile %s has an invalid spec.namespaceSelector: %w", p.Name, err)
+		}
+		if s.Matches(labels.Set(nsLabels)) {
+			matched = append(matched, p)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, nil
+	}
+	sort.Slice(matched, func(i, j int) bool {
+		if matched[i].Spec.Priority != matched[j].Spec.Priority {
+			return matched[i].Spec.Priority > matched[j].Spec.Priority
+		}
+		return matched[i].Name < matched[j].Name
+	})
+	return &matched[0], nil
+}
+
+// TargetRepository is the claim's override, else
+// <template repositoryPrefix>/<namespace>/<name>.
+func TargetRepository(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) (string, error) {
+	if c.Spec.Target != nil && c.Spec.Target.Repository != "" {
+		return c.Spec.Target.Repository, nil
+	}
+	if p := strings.TrimSuffix(tpl.Spec.RepositoryPrefix, "/"); p != "" {
+		return p + "/" + c.Namespace + "/" + c.Name, nil
+	}
+	return "", fmt.Errorf("spec.target.repository: not set, and ClaimTemplate %s has no spec.repositoryPrefix", tpl.Name)
+}

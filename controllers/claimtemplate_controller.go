@@ -1,0 +1,108 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/claims"
+)
+
+// ClaimTemplateReconciler tells admins whether a template is usable, so a
+// broken schema shows on the template rather than only on every Claim.
+type ClaimTemplateReconciler struct {
+	Client client.Client
+}
+
+// +kubebuilder:rbac:groups=packline.dev,resources=claimtemplates/status,verbs=get;update;patch
+
+// Reconcile validates one ClaimTemplate.
+func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tpl := &v1alpha1.ClaimTemplate{}
+	if err := r.Client.Get(ctx, req.NamespacedName, tpl); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	base := tpl.DeepCopy()
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid",
+		Message: "template is valid", ObservedGeneration: tpl.Generation}
+	if err := ValidateTemplate(tpl); err != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalidTemplate, err.Error()
+	}
+	apimeta.SetStatusCondition(&tpl.Status.Conditions, cond)
+	tpl.Status.ObservedGeneration = tpl.Generation
+	return ctrl.Result{}, r.Client.Status().Patch(ctx, tpl, client.MergeFrom(base))
+}
+
+// ValidateTemplate checks what the CRD schema cannot: the values schema
+// compiles, and bindings and generators name values the schema declares.
+func ValidateTemplate(tpl *v1alpha1.ClaimTemplate) error {
+	if _, err := claims.CompileSchema(tpl.Spec.ValuesSchema); err != nil {
+		return err
+	}
+	if props := declaredValues(tpl); props != nil {
+		for i, b := range tpl.Spec.Parameters {
+			if !props[b.Value] {
+				return fmt.Errorf("spec.parameters[%d].value: %q is not a property of spec.valuesSchema", i, b.Value)
+			}
+		}
+		for i, g := range tpl.Spec.Generators {
+			for _, v := range g.Values {
+				if !props[v] {
+					return fmt.Errorf("spec.generators[%d].values: %q is not a property of spec.valuesSchema", i, v)
+				}
+			}
+		}
+	}
+	for i, c := range append(append([]string{}, tpl.Spec.Components...), exposureComponents(tpl)...) {
+		if strings.Contains(c, "://") || strings.HasPrefix(c, "/") || strings.Contains("/"+c+"/", "/../") {
+			return fmt.Errorf("component %d (%q) must be a path inside the template repository", i, c)
+		}
+	}
+	return nil
+}
+
+// declaredValues returns the schema's top-level properties, or nil when the
+// schema declares none (then any value name is allowed).
+func declaredValues(tpl *v1alpha1.ClaimTemplate) map[string]bool {
+	if tpl.Spec.ValuesSchema == nil {
+		return nil
+	}
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(tpl.Spec.ValuesSchema.Raw, &s) != nil || len(s.Properties) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(s.Properties))
+	for k := range s.Properties {
+		out[k] = true
+	}
+	return out
+}
+
+func exposureComponents(tpl *v1alpha1.ClaimTemplate) []string {
+	var out []string
+	for _, e := range tpl.Spec.Exposures {
+		if e.Component != "" {
+			out = append(out, e.Component)
+		}
+	}
+	return out
+}
+
+// SetupWithManager watches ClaimTemplates.
+func (r *ClaimTemplateReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ClaimTemplate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Named("claimtemplate").
+		Complete(r)
+}

@@ -1,0 +1,36 @@
+package controllers
+
+import (
+	"fmt"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+)
+
+// targetHints tell the user which Secret to fix when the registry refuses
+// credentials. The worker cannot know the Secret's name; the spec does.
+func targetHints(t v1alpha1.Target) map[string]string {
+	if t.PushSecretRef == nil {
+		return map[string]string{failure.ReasonRegistryAuth: "no spec.target.pushSecretRef is set: create a kubernetes.io/dockerconfigjson Secret for the registry and reference it there"}
+	}
+	return map[string]string{failure.ReasonRegistryAuth: fmt.Sprintf("check the credentials in Secret %q (spec.target.pushSecretRef)", t.PushSecretRef.Name)}
+}
+
+// sourceHints do the same for an Artifact's source credentials.
+func sourceHints(src v1alpha1.ArtifactSource, hints map[string]string) map[string]string {
+	var ref string
+	switch {
+	case src.HuggingFace != nil && src.HuggingFace.TokenSecretRef != nil:
+		ref = fmt.Sprintf("Secret %q key %q (spec.source.huggingFace.tokenSecretRef)", src.HuggingFace.TokenSecretRef.Name, src.HuggingFace.TokenSecretRef.Key)
+	case src.Git != nil && src.Git.SecretRef != nil:
+		ref = fmt.Sprintf("Secret %q (spec.source.git.secretRef)", src.Git.SecretRef.Name)
+	case src.OCI != nil && src.OCI.PullSecretRef != nil:
+		ref = fmt.Sprintf("Secret %q (spec.source.oci.pullSecretRef)", src.OCI.PullSecretRef.Name)
+	}
+	if ref != "" {
+		hints[failure.ReasonSourceAuth] = "check the credentials in " + ref
+	} else {
+		hints[failure.ReasonSourceAuth] = "the source needs credentials: reference a Secret in spec.source"
+	}
+	return hints
+}
