@@ -45,7 +45,8 @@ type ClaimSpec struct {
 	TemplateRef TemplateReference `json:"templateRef"`
 
 	// values are checked against the template's valuesSchema and bound into
-	// the rendered objects by its parameters.
+	// the rendered objects by its parameters. They are not confidential: they
+	// are written into the pushed manifests. Never put credentials here.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless

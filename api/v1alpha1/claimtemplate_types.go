@@ -105,6 +105,12 @@ type ParameterBinding struct {
 type GeneratorKind string
 
 // Generator turns user values into a generated ConfigMap or Secret.
+//
+// Values are not confidential: they are stored in the Claim, passed to the
+// render Job, and written into the pushed artifact. A Secret generator suits
+// non-sensitive settings that a workload expects as a Secret; real
+// credentials belong in a Secret the workload references (for example one
+// managed by External Secrets or SOPS), never in values.
 type Generator struct {
 	// kind is ConfigMap or Secret.
 	Kind GeneratorKind `json:"kind"`
