@@ -1,0 +1,364 @@
+package config
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+const installNamespace = "packline-system"
+
+// rendered is config/default as `kubectl apply -k` would send it, once as
+// unstructured objects (for the apiserver) and grouped by kind.
+type rendered struct {
+	objects []*unstructured.Unstructured
+	byKind  map[string][]*unstructured.Unstructured
+}
+
+func render(t *testing.T) *rendered {
+	t.Helper()
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resMap, err := k.Run(filesys.MakeFsOnDisk(), "default")
+	if err != nil {
+		t.Fatalf("kustomize build config/default: %v", err)
+	}
+	r := &rendered{byKind: map[string][]*unstructured.Unstructured{}}
+	for _, res := range resMap.Resources() {
+		// Through YAML rather than res.Map(): kyaml's maps hold int, which
+		// unstructured's JSON-only deep copy rejects.
+		b, err := res.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(b, &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		r.objects = append(r.objects, u)
+		r.byKind[u.GetKind()] = append(r.byKind[u.GetKind()], u)
+	}
+	return r
+}
+
+// one decodes the single object of kind named name into out.
+func (r *rendered) one(t *testing.T, kind, name string, out any) {
+	t.Helper()
+	for _, u := range r.byKind[kind] {
+		if u.GetName() == name {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, out, true); err != nil {
+				t.Fatalf("%s %s: %v", kind, name, err)
+			}
+			return
+		}
+	}
+	t.Fatalf("config/default renders no %s %q", kind, name)
+}
+
+func TestDefaultRendersEveryKind(t *testing.T) {
+	r := render(t)
+	want := map[string]int{
+		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 2,
+		"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
+		"Deployment": 1, "Service": 1,
+	}
+	for kind, n := range want {
+		if got := len(r.byKind[kind]); got != n {
+			t.Errorf("%s: got %d objects, want %d", kind, got, n)
+		}
+	}
+	for kind := range r.byKind {
+		if _, ok := want[kind]; !ok {
+			t.Errorf("unexpected kind %s in config/default", kind)
+		}
+	}
+}
+
+// TestDefaultNamespaces asks the real apiserver which kinds are namespaced,
+// so a cluster-scoped object with a stray namespace fails too.
+func TestDefaultNamespaces(t *testing.T) {
+	r := render(t)
+	mapper := env.Client.RESTMapper()
+	for _, u := range r.objects {
+		namespaced, err := apiutil.IsGVKNamespaced(u.GroupVersionKind(), mapper)
+		if err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		switch {
+		case namespaced && u.GetNamespace() != installNamespace:
+			t.Errorf("%s %s is in namespace %q, want %q", u.GetKind(), u.GetName(), u.GetNamespace(), installNamespace)
+		case !namespaced && u.GetNamespace() != "":
+			t.Errorf("cluster-scoped %s %s has namespace %q", u.GetKind(), u.GetName(), u.GetNamespace())
+		}
+	}
+	var ns corev1.Namespace
+	r.one(t, "Namespace", installNamespace, &ns)
+}
+
+func TestManagerDeployment(t *testing.T) {
+	r := render(t)
+	var d appsv1.Deployment
+	r.one(t, "Deployment", "packline-manager", &d)
+
+	if d.Spec.Replicas == nil {
+		t.Error("replicas unset (defaults to 1), want 2")
+	} else if *d.Spec.Replicas != 2 {
+		t.Errorf("replicas = %d, want 2", *d.Spec.Replicas)
+	}
+	pod := d.Spec.Template.Spec
+	if len(pod.Containers) != 1 {
+		t.Fatalf("want one container, got %d", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	args := flags(c.Args)
+	if _, ok := args["--leader-elect"]; !ok {
+		t.Error("two replicas without --leader-elect would both reconcile")
+	}
+
+	// Images: the worker is the manager's sibling repository at the same tag,
+	// so one release moves both.
+	repo, tag, ok := strings.Cut(c.Image, ":")
+	if !ok || !strings.HasSuffix(repo, "/manager") || tag == "" {
+		t.Fatalf("manager image %q is not <prefix>/manager:<tag>", c.Image)
+	}
+	if want := strings.TrimSuffix(repo, "/manager") + "/worker:" + tag; args["--worker-image"] != want {
+		t.Errorf("--worker-image = %q, want %q", args["--worker-image"], want)
+	}
+
+	// The probes must reach the manager's probe server on :8081.
+	if args["--health-probe-bind-address"] != ":8081" {
+		t.Errorf("--health-probe-bind-address = %q", args["--health-probe-bind-address"])
+	}
+	for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			t.Errorf("no HTTP probe for %s", name)
+			continue
+		}
+		if p.HTTPGet.Path != name || containerPort(c, p.HTTPGet.Port) != 8081 {
+			t.Errorf("probe %s: path %q port %v", name, p.HTTPGet.Path, p.HTTPGet.Port)
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
+		t.Errorf("resources not set: %+v", c.Resources)
+	}
+	checkHardened(t, pod, c)
+}
+
+func checkHardened(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	t.Helper()
+	psc, sc := pod.SecurityContext, c.SecurityContext
+	if psc == nil || sc == nil {
+		t.Fatal("pod or container securityContext missing")
+	}
+	checks := []struct {
+		what string
+		ok   bool
+	}{
+		{"pod runAsNonRoot", psc.RunAsNonRoot != nil && *psc.RunAsNonRoot},
+		{"pod runAsUser 65532", psc.RunAsUser != nil && *psc.RunAsUser == 65532},
+		{"pod seccomp RuntimeDefault", psc.SeccompProfile != nil && psc.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
+		{"container runAsNonRoot", sc.RunAsNonRoot != nil && *sc.RunAsNonRoot},
+		{"container runAsUser 65532", sc.RunAsUser != nil && *sc.RunAsUser == 65532},
+		{"readOnlyRootFilesystem", sc.ReadOnlyRootFilesystem != nil && *sc.ReadOnlyRootFilesystem},
+		{"allowPrivilegeEscalation false", sc.AllowPrivilegeEscalation != nil && !*sc.AllowPrivilegeEscalation},
+		{"drop ALL", sc.Capabilities != nil && len(sc.Capabilities.Drop) == 1 && sc.Capabilities.Drop[0] == "ALL" && len(sc.Capabilities.Add) == 0},
+		{"no privileged", sc.Privileged == nil || !*sc.Privileged},
+		{"no host namespaces", !pod.HostNetwork && !pod.HostPID && !pod.HostIPC},
+	}
+	for _, c := range checks {
+		if !c.ok {
+			t.Errorf("manager pod is not hardened: %s", c.what)
+		}
+	}
+}
+
+// TestServiceAccountsAreConsistent follows every name from the Deployment to
+// the objects it must meet after kustomize: the pod's SA is the one bound to
+// the ClusterRole and the leader-election Role, and --worker-service-account
+// names a rendered SA whose token is never mounted.
+func TestServiceAccountsAreConsistent(t *testing.T) {
+	r := render(t)
+	var d appsv1.Deployment
+	r.one(t, "Deployment", "packline-manager", &d)
+	managerSA := d.Spec.Template.Spec.ServiceAccountName
+	var sa corev1.ServiceAccount
+	r.one(t, "ServiceAccount", managerSA, &sa)
+
+	var crb rbacv1.ClusterRoleBinding
+	r.one(t, "ClusterRoleBinding", "packline-manager", &crb)
+	var cr rbacv1.ClusterRole
+	r.one(t, "ClusterRole", crb.RoleRef.Name, &cr)
+	checkSubject(t, "ClusterRoleBinding", crb.Subjects, managerSA)
+
+	var rb rbacv1.RoleBinding
+	r.one(t, "RoleBinding", "packline-leader-election", &rb)
+	var role rbacv1.Role
+	r.one(t, "Role", rb.RoleRef.Name, &role)
+	checkSubject(t, "RoleBinding", rb.Subjects, managerSA)
+	if !grants(role.Rules, "coordination.k8s.io", "leases", "update") {
+		t.Error("leader-election Role cannot update leases")
+	}
+
+	worker := flags(d.Spec.Template.Spec.Containers[0].Args)["--worker-service-account"]
+	if worker == "" || worker == managerSA {
+		t.Fatalf("--worker-service-account = %q; workers need their own identity", worker)
+	}
+	var wsa corev1.ServiceAccount
+	r.one(t, "ServiceAccount", worker, &wsa)
+	if wsa.AutomountServiceAccountToken == nil || *wsa.AutomountServiceAccountToken {
+		t.Error("worker ServiceAccount must set automountServiceAccountToken: false")
+	}
+	for _, b := range r.byKind["RoleBinding"] {
+		var binding rbacv1.RoleBinding
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.Object, &binding); err != nil {
+			t.Fatal(err)
+		}
+		if bindsSA(binding.Subjects, worker) {
+			t.Errorf("worker ServiceAccount is bound by RoleBinding %s; it must have no rights", b.GetName())
+		}
+	}
+	if bindsSA(crb.Subjects, worker) {
+		t.Error("worker ServiceAccount is bound to the manager ClusterRole")
+	}
+}
+
+func bindsSA(subjects []rbacv1.Subject, sa string) bool {
+	for _, s := range subjects {
+		if s.Kind == "ServiceAccount" && s.Name == sa {
+			return true
+		}
+	}
+	return false
+}
+
+func checkSubject(t *testing.T, kind string, subjects []rbacv1.Subject, sa string) {
+	t.Helper()
+	for _, s := range subjects {
+		if s.Kind == "ServiceAccount" && s.Name == sa && s.Namespace == installNamespace {
+			return
+		}
+	}
+	t.Errorf("%s does not bind ServiceAccount %s/%s: %+v", kind, installNamespace, sa, subjects)
+}
+
+// TestNoRoleGrantsSecrets covers every Role and ClusterRole in the install,
+// not only the generated one: credentials reach worker pods by reference and
+// the manager must never be able to read them. Wildcards would include
+// Secrets, so they fail too.
+func TestNoRoleGrantsSecrets(t *testing.T) {
+	r := render(t)
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		for _, u := range r.byKind[kind] {
+			var role rbacv1.ClusterRole // same rules shape as Role
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, rule := range role.Rules {
+				for _, res := range rule.Resources {
+					if res == "secrets" || res == "*" {
+						t.Errorf("%s %s grants %v on %q", kind, u.GetName(), rule.Verbs, res)
+					}
+				}
+				for _, v := range rule.Verbs {
+					if v == "*" {
+						t.Errorf("%s %s grants all verbs on %v", kind, u.GetName(), rule.Resources)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestMetricsService(t *testing.T) {
+	r := render(t)
+	var d appsv1.Deployment
+	r.one(t, "Deployment", "packline-manager", &d)
+	var svc corev1.Service
+	r.one(t, "Service", "packline-manager-metrics", &svc)
+	for k, v := range svc.Spec.Selector {
+		if d.Spec.Template.Labels[k] != v {
+			t.Errorf("Service selector %s=%s does not match the manager pods", k, v)
+		}
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 ||
+		containerPort(d.Spec.Template.Spec.Containers[0], svc.Spec.Ports[0].TargetPort) != 8080 {
+		t.Errorf("metrics Service ports %+v do not reach the manager's :8080", svc.Spec.Ports)
+	}
+}
+
+// TestDefaultIsAcceptedByAPIServer sends every rendered object to a real
+// apiserver: the Namespace is created, everything else is a server-side
+// apply dry run, which runs schema validation and RBAC escalation checks
+// without touching the other tests' CRDs.
+func TestDefaultIsAcceptedByAPIServer(t *testing.T) {
+	r := render(t)
+	ctx := context.Background()
+	for _, u := range r.byKind["Namespace"] {
+		if err := client.IgnoreAlreadyExists(env.Client.Create(ctx, u.DeepCopy())); err != nil {
+			t.Fatalf("Namespace %s: %v", u.GetName(), err)
+		}
+	}
+	for _, u := range r.objects {
+		if u.GetKind() == "Namespace" {
+			continue
+		}
+		obj := u.DeepCopy()
+		err := env.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("config-test"), client.ForceOwnership, client.DryRunAll)
+		if err != nil {
+			t.Errorf("%s %s rejected: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// flags turns ["--a=b", "--c"] into {"--a": "b", "--c": ""}.
+func flags(args []string) map[string]string {
+	m := map[string]string{}
+	for _, a := range args {
+		k, v, _ := strings.Cut(a, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// containerPort resolves a probe or Service port (number or name) to the
+// container's port number; 0 when it names no port.
+func containerPort(c corev1.Container, p intstr.IntOrString) int32 {
+	if p.Type == intstr.Int {
+		return p.IntVal
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return cp.ContainerPort
+		}
+	}
+	return 0
+}
+
+func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if contains(r.APIGroups, group) && contains(r.Resources, resource) && contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
