@@ -143,7 +143,7 @@ type ArtifactSource struct {
 }
 
 // ArtifactSpec is what to import, how to pack it and where to push it.
-// +kubebuilder:validation:XValidation:rule="has(self.target.repository) && self.target.repository != ''",message="target.repository is required",fieldPath=".target.repository"
+// +kubebuilder:validation:XValidation:rule="has(self.target.repository) && self.target.repository.size() > 0",message="target.repository is required",fieldPath=".target.repository"
 type ArtifactSpec struct {
 	// source of the content. Exactly one kind of source is set.
 	Source ArtifactSource `json:"source"`

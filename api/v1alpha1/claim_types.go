@@ -15,7 +15,7 @@ type TemplateReference struct {
 
 // Exposure is how the claimed workload is reached.
 // +kubebuilder:validation:XValidation:rule="!has(self.nodePort) || self.type == 'NodePort'",message="nodePort is allowed only with type NodePort",fieldPath=".nodePort"
-// +kubebuilder:validation:XValidation:rule="self.type != 'Ingress' || (has(self.host) && self.host != '')",message="host is required with type Ingress",fieldPath=".host"
+// +kubebuilder:validation:XValidation:rule="self.type != 'Ingress' || (has(self.host) && self.host.size() > 0)",message="host is required with type Ingress",fieldPath=".host"
 // +kubebuilder:validation:XValidation:rule="!has(self.host) || self.type == 'Ingress'",message="host is allowed only with type Ingress",fieldPath=".host"
 type Exposure struct {
 	// type is ClusterIP (the default), NodePort, LoadBalancer or Ingress.

@@ -72,8 +72,8 @@ type ObjectSelector struct {
 }
 
 // ParameterBinding moves one user value into a field of a rendered object.
-// +kubebuilder:validation:XValidation:rule="self.kind != 'Field' || (has(self.fieldPath) && self.fieldPath != '')",message="fieldPath is required when kind is Field",fieldPath=".fieldPath"
-// +kubebuilder:validation:XValidation:rule="self.kind != 'Env' || (has(self.envName) && self.envName != '')",message="envName is required when kind is Env",fieldPath=".envName"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Field' || (has(self.fieldPath) && self.fieldPath.size() > 0)",message="fieldPath is required when kind is Field",fieldPath=".fieldPath"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Env' || (has(self.envName) && self.envName.size() > 0)",message="envName is required when kind is Env",fieldPath=".envName"
 type ParameterBinding struct {
 	// value is the top-level key in the Claim's values.
 	// +kubebuilder:validation:MinLength=1

@@ -112,12 +112,16 @@ func TestImmutableFields(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name, create, field string
-		mutate             func(u *unstructured.Unstructured)
+		mutate              func(u *unstructured.Unstructured)
 	}{
 		{"claim templateRef", claim("imm-claim", "  templateRef: {name: a}\n"), "spec.templateRef",
-			func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "b", "spec", "templateRef", "name") }},
+			func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "b", "spec", "templateRef", "name")
+			}},
 		{"artifact workspace", artifact("imm-ws", hf+target+"  workspace: {size: 1Gi}\n"), "spec.workspace",
-			func(u *unstructured.Unstructured) { _ = unstructured.SetNestedField(u.Object, "2Gi", "spec", "workspace", "size") }},
+			func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "2Gi", "spec", "workspace", "size")
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
