@@ -25,7 +25,8 @@ type ArtifactReconciler struct {
 	Pipeline *pipeline.Pipeline
 }
 
-// +kubebuilder:rbac:groups=packline.dev,resources=artifacts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=packline.dev,resources=artifacts,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=packline.dev,resources=artifacts/finalizers,verbs=update
 // +kubebuilder:rbac:groups=packline.dev,resources=artifacts/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch

@@ -39,7 +39,8 @@ type ClaimReconciler struct {
 	Pipeline *pipeline.Pipeline
 }
 
-// +kubebuilder:rbac:groups=packline.dev,resources=claims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=packline.dev,resources=claims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=packline.dev,resources=claims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=packline.dev,resources=claims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=packline.dev,resources=claimtemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=packline.dev,resources=environmentprofiles,verbs=get;list;watch

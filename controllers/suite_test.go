@@ -210,3 +210,5 @@ func runJob(t *testing.T, job *batchv1.Job, exitCode int32, message string) {
 type metav1Condition = metav1.Condition
 
 type eventsList = eventsv1.EventList
+
+type batchJob = batchv1.Job

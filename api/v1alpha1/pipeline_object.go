@@ -14,3 +14,16 @@ func (c *Claim) GetPipelineSpec() *PipelineSpec { return &c.Spec.PipelineSpec }
 
 // GetPipelineStatus returns the status the pipeline writes.
 func (c *Claim) GetPipelineStatus() *PipelineStatus { return &c.Status }
+
+// GetPushTarget returns where the run pushes; the cleanup Job of
+// deletionPolicy Delete uses the same credentials.
+func (a *Artifact) GetPushTarget() Target { return a.Spec.Target }
+
+// GetPushTarget returns the Claim's target override (credentials and
+// registry settings); the repository itself comes from status.reference.
+func (c *Claim) GetPushTarget() Target {
+	if c.Spec.Target == nil {
+		return Target{}
+	}
+	return *c.Spec.Target
+}

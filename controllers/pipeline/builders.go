@@ -96,6 +96,10 @@ type JobParams struct {
 	Volumes []corev1.Volume
 	Mounts  []corev1.VolumeMount
 
+	// EphemeralWorkspace uses an emptyDir instead of the workspace PVC,
+	// for Jobs (cleanup) that may run after the PVC was freed.
+	EphemeralWorkspace bool
+
 	Timeout            time.Duration
 	TTLAfterFinished   time.Duration
 	QueueName          string
@@ -129,10 +133,14 @@ func BuildJob(p JobParams) *batchv1.Job {
 		{Name: "workspace", MountPath: spec.WorkspaceDir},
 		{Name: "tmp", MountPath: spec.TmpDir},
 	}, p.Mounts...)
+	workspace := corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName(p.Owner.Name)},
+	}
+	if p.EphemeralWorkspace {
+		workspace = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	}
 	volumes := append([]corev1.Volume{
-		{Name: "workspace", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName(p.Owner.Name)},
-		}},
+		{Name: "workspace", VolumeSource: workspace},
 		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 	}, p.Volumes...)
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
 )
@@ -105,7 +106,11 @@ type Pipeline struct {
 // Reconcile runs the steps in order and patches status once, at the end.
 func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFunc) (res ctrl.Result, retErr error) {
 	if !obj.GetDeletionTimestamp().IsZero() {
-		// Owner references let the garbage collector take the Job and PVC.
+		// Owner references let the garbage collector take the Job and PVC;
+		// only deletionPolicy Delete has work to do first.
+		if controllerutil.ContainsFinalizer(obj, Finalizer) {
+			return p.cleanup(ctx, obj)
+		}
 		return ctrl.Result{}, nil
 	}
 	s, err := p.newScope(obj)
@@ -131,6 +136,7 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 	}
 
 	steps := []func(context.Context, *scope) (ctrl.Result, error){
+		p.syncFinalizer,
 		p.startRun,
 		p.loadJobs,
 		p.deleteStaleJobs,

@@ -109,3 +109,12 @@ func Decode(b []byte, v any) error {
 	}
 	return nil
 }
+
+// Delete is the job of `worker delete`, run for deletionPolicy Delete: it
+// removes the pushed manifest, but only while Tag still points at it, so a
+// newer push to the same tag by someone else is never removed.
+type Delete struct {
+	// Reference is "<repository>@sha256:…" from the resource's status.
+	Reference string `json:"reference"`
+	Target    Target `json:"target"`
+}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"strings"
+
+	"oras.land/oras-go/v2/errdef"
+
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+)
+
+func init() { commands["delete"] = runDelete }
+
+// runDelete removes the pushed artifact for deletionPolicy Delete.
+func runDelete(ctx context.Context) result.Result {
+	var d spec.Delete
+	if err := spec.Load(&d); err != nil {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	}
+	r, err := deleteArtifact(ctx, d)
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	return r
+}
+
+func deleteArtifact(ctx context.Context, d spec.Delete) (result.Result, error) {
+	repoRef, dgst, ok := strings.Cut(d.Reference, "@")
+	if !ok || !strings.HasPrefix(dgst, "sha256:") {
+		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", d.Reference))
+	}
+	repo, err := registry.Repository(repoRef, registry.TargetOptions(d.Target))
+	if err != nil {
+		return result.Result{}, err
+	}
+	done := result.Result{Digest: dgst, Reference: d.Reference, Tag: d.Target.Tag}
+	if d.Target.Tag != "" {
+		cur, err := repo.Resolve(ctx, d.Target.Tag)
+		switch {
+		case errors.Is(err, errdef.ErrNotFound):
+			log.Printf("tag %s is gone already", d.Target.Tag)
+		case err != nil:
+			return result.Result{}, failure.Registry(err)
+		case cur.Digest.String() != dgst:
+			log.Printf("tag %s now points at %s, not %s: leaving it", d.Target.Tag, cur.Digest, dgst)
+			return done, nil
+		}
+	}
+	desc, err := repo.Resolve(ctx, dgst)
+	if errors.Is(err, errdef.ErrNotFound) {
+		log.Printf("%s is gone already", d.Reference)
+		return done, nil
+	}
+	if err != nil {
+		return result.Result{}, failure.Registry(err)
+	}
+	if err := repo.Delete(ctx, desc); err != nil && !errors.Is(err, errdef.ErrNotFound) {
+		return result.Result{}, failure.Registry(err)
+	}
+	log.Printf("deleted %s", d.Reference)
+	return done, nil
+}

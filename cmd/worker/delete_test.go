@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/regtest"
+)
+
+func runDeleteWorker(t *testing.T, d spec.Delete) (int, result.Result) {
+	t.Helper()
+	doc, err := spec.Encode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "termination-log")
+	t.Setenv(spec.EnvSpec, doc)
+	t.Setenv(EnvTerminationLog, log)
+	code := run([]string{"delete"})
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("no termination message: %v", err)
+	}
+	res, err := result.Parse(b)
+	if err != nil {
+		t.Fatalf("termination message %s: %v", b, err)
+	}
+	return code, res
+}
+
+// TestDeleteOnRealRegistry pushes an artifact, then deletes it through the
+// worker: it goes while the tag points at it, and stays once the tag moved.
+func TestDeleteOnRealRegistry(t *testing.T) {
+	host := regtest.Start(t)
+	vol := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(vol, "m"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvSourceVolumeDir, vol)
+	push := func(content, tag string) result.Result {
+		if err := os.WriteFile(filepath.Join(vol, "m", "w.safetensors"), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, res := runWorker(t, spec.Artifact{
+			Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
+			Format: v1alpha1.FormatModelKit,
+			Target: spec.Target{Repository: host + "/del/model", Tag: tag, PlainHTTP: true},
+		})
+		if code != 0 {
+			t.Fatalf("push failed: %+v", res.Error)
+		}
+		return res
+	}
+	exists := func(ref string) bool {
+		repo, err := registry.Repository(host+"/del/model", registry.Options{PlainHTTP: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = repo.Resolve(context.Background(), ref)
+		return err == nil
+	}
+	target := spec.Target{Tag: "v1", PlainHTTP: true}
+
+	first := push("one", "v1")
+	if code, res := runDeleteWorker(t, spec.Delete{Reference: first.Reference, Target: target}); code != 0 {
+		t.Fatalf("delete failed: %+v", res.Error)
+	}
+	if exists(first.Digest) || exists("v1") {
+		t.Fatal("manifest still resolvable after delete")
+	}
+	// Deleting again is a success: the goal state holds.
+	if code, res := runDeleteWorker(t, spec.Delete{Reference: first.Reference, Target: target}); code != 0 {
+		t.Fatalf("second delete failed: %+v", res.Error)
+	}
+
+	old := push("two", "v1")
+	newer := push("three", "v1") // someone moved the tag on
+	if code, res := runDeleteWorker(t, spec.Delete{Reference: old.Reference, Target: target}); code != 0 {
+		t.Fatalf("delete failed: %+v", res.Error)
+	}
+	if !exists(newer.Digest) || !exists("v1") {
+		t.Fatal("a newer push to the same tag was removed")
+	}
+
+	if code, res := runDeleteWorker(t, spec.Delete{Reference: "not-a-reference", Target: target}); code == 0 || !res.Error.Permanent {
+		t.Fatalf("bad reference: code %d result %+v", code, res)
+	}
+}

@@ -1,0 +1,141 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// Finalizer holds a resource with deletionPolicy Delete until its cleanup
+// Job has removed the pushed artifact (or given up).
+const Finalizer = "packline.dev/delete-artifact"
+
+// cleanupInputs labels cleanup Jobs apart from run Jobs.
+const cleanupInputs = "cleanup"
+
+// Targeted is an Object whose push target the cleanup Job reuses, so it
+// authenticates exactly as the run did and the manager still reads no Secret.
+type Targeted interface {
+	Object
+	GetPushTarget() v1alpha1.Target
+}
+
+// syncFinalizer adds the finalizer when deletionPolicy is Delete, and drops
+// it when the policy changes back.
+func (p *Pipeline) syncFinalizer(ctx context.Context, s *scope) (ctrl.Result, error) {
+	want := s.obj.GetPipelineSpec().DeletionPolicy == v1alpha1.DeletionDelete
+	if want == controllerutil.ContainsFinalizer(s.obj, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	patch := client.MergeFrom(s.obj.DeepCopyObject().(client.Object))
+	if want {
+		controllerutil.AddFinalizer(s.obj, Finalizer)
+	} else {
+		controllerutil.RemoveFinalizer(s.obj, Finalizer)
+	}
+	return ctrl.Result{}, p.Client.Patch(ctx, s.obj, patch)
+}
+
+// cleanup runs on a deleted resource that holds the finalizer. Its state
+// lives in the cleanup Jobs themselves, so a restarted manager picks up
+// where the last one stopped. It never blocks deletion for good: after a
+// permanent failure or the last retry it warns and lets go.
+func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error) {
+	st := obj.GetPipelineStatus()
+	t, ok := obj.(Targeted)
+	if st.Reference == "" || !ok {
+		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeNormal, "NothingToDelete", "nothing was pushed")
+	}
+	gvk, err := p.Client.GroupVersionKindFor(obj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	owner := Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID())}
+	var list batchv1.JobList
+	if err := p.Client.List(ctx, &list, client.InNamespace(owner.Namespace),
+		client.MatchingLabels{LabelOwnerUID: owner.UID, LabelInputs: cleanupInputs}); err != nil {
+		return ctrl.Result{}, err
+	}
+	var job *batchv1.Job
+	var attempt int32
+	for i := range list.Items {
+		if a, _ := strconv.Atoi(list.Items[i].Labels[LabelAttempt]); int32(a) > attempt {
+			attempt, job = int32(a), &list.Items[i]
+		}
+	}
+	if job == nil {
+		return ctrl.Result{}, p.createCleanupJob(ctx, owner, t, 1)
+	}
+	var pods corev1.PodList
+	if err := p.Client.List(ctx, &pods, client.InNamespace(owner.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	o := Observe(job, pods.Items)
+	switch o.State {
+	case StateSucceeded:
+		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeNormal, "ArtifactDeleted", "deleted "+st.Reference)
+	case StateFailed:
+		limit := p.Config.DefaultRetryLimit
+		if rl := obj.GetPipelineSpec().RetryLimit; rl != nil {
+			limit = *rl
+		}
+		if o.Permanent || attempt > limit {
+			return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
+				fmt.Sprintf("could not delete %s (%s: %s); it is left in the registry", st.Reference, o.Reason, o.Message))
+		}
+		failedAt := p.now()
+		if c := jobCondition(job, batchv1.JobFailed); c != nil {
+			failedAt = c.LastTransitionTime.Time
+		}
+		if wait := failedAt.Add(Backoff(attempt, p.Config.BackoffBase, p.Config.BackoffCap)).Sub(p.now()); wait > 0 {
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+		return ctrl.Result{}, p.createCleanupJob(ctx, owner, t, attempt+1)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, obj Targeted, attempt int32) error {
+	st := obj.GetPipelineStatus()
+	var m Mounts
+	target := m.Target(obj.GetPushTarget(), "")
+	target.Tag = st.Tag
+	doc, err := spec.Encode(spec.Delete{Reference: st.Reference, Target: target})
+	if err != nil {
+		return err
+	}
+	job := BuildJob(JobParams{
+		Owner: owner, Generation: obj.GetGeneration(), Attempt: attempt, InputsHash: cleanupInputs,
+		Image: p.Config.WorkerImage, Command: "delete", SpecJSON: doc,
+		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
+		Timeout: p.Config.DefaultTimeout, TTLAfterFinished: p.Config.JobTTL,
+		ServiceAccountName: p.Config.WorkerServiceAccount,
+	})
+	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating cleanup Job: %w", err)
+	}
+	return nil
+}
+
+// release removes the finalizer, with an event saying what happened.
+func (p *Pipeline) release(ctx context.Context, obj Object, eventType, reason, note string) error {
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	controllerutil.RemoveFinalizer(obj, Finalizer)
+	if err := p.Client.Patch(ctx, obj, patch); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if p.Recorder != nil {
+		p.Recorder.Eventf(obj, nil, eventType, reason, "Delete", "%s", note)
+	}
+	return nil
+}
