@@ -1,0 +1,121 @@
+// Command sandbox runs packline's whole stack locally (see test/sandbox):
+// control plane, registry, process node and manager. It applies
+// config/samples, waits for them to be Ready, pulls each digest back from
+// the registry, and then keeps running until interrupted (or exits with
+// --once). `make demo` runs it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/packline/packline/test/sandbox"
+)
+
+func main() {
+	var (
+		o       sandbox.Options
+		once    bool
+		timeout time.Duration
+	)
+	flag.StringVar(&o.Dir, "dir", "", "Folder for the sandbox's state and logs (default: a new temp folder, removed on exit).")
+	flag.StringVar(&o.ManagerBin, "manager-bin", "", "Built cmd/manager (default: build it).")
+	flag.StringVar(&o.WorkerBin, "worker-bin", "", "Built cmd/worker (default: build it).")
+	flag.BoolVar(&once, "once", false, "Exit after the samples are Ready and pulled, instead of serving until interrupted.")
+	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the samples to become Ready.")
+	flag.Parse()
+	o.Progress = os.Stdout
+	// Quick retries: the sandbox is for watching things happen.
+	o.ManagerArgs = []string{"--backoff-base=2s", "--backoff-cap=20s"}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o, once, timeout); err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duration) error {
+	bin, err := os.MkdirTemp("", "packline-sandbox-bin-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(bin)
+	if err := sandbox.Defaults(&o, bin); err != nil {
+		return err
+	}
+	s, err := sandbox.Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("sandbox: stopping")
+		s.Stop()
+	}()
+	fmt.Printf("sandbox: registry %s, hugging face fixture %s, logs in %s\n", s.Registry.Host, s.HF.URL, s.Logs())
+
+	gitURL, closeGit, err := templateRepo(s)
+	if err != nil {
+		return err
+	}
+	defer closeGit()
+	samples, err := s.Samples(gitURL)
+	if err != nil {
+		return err
+	}
+	if err := prepareNamespace(ctx, s); err != nil {
+		return err
+	}
+	var pipelines []*unstructured.Unstructured
+	for _, smp := range samples {
+		if err := s.Apply(ctx, smp.Obj); err != nil {
+			return fmt.Errorf("applying %s: %w", smp.File, err)
+		}
+		fmt.Printf("applied %s %s\n", smp.Obj.GetKind(), name(smp.Obj))
+		if k := smp.Obj.GetKind(); k == "Artifact" || k == "Claim" {
+			pipelines = append(pipelines, smp.Obj)
+		}
+	}
+	if gitURL == "" {
+		fmt.Println("sandbox: no Claim sample applied:", claimsMissing)
+	}
+	for _, obj := range pipelines {
+		st, err := waitReady(ctx, s, obj, timeout)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s %s: phase=%s digest=%s attempts=%d\n", obj.GetKind(), name(obj), st.phase, st.digest, st.attempts)
+		p, err := s.Pull(ctx, st.reference)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pulled %s: %s, %d blobs, %d bytes\n", st.reference, p.Manifest.MediaType, p.Blobs, p.Bytes)
+	}
+	fmt.Printf("\nkubeconfig: %s\n", s.Kubeconfig)
+	fmt.Printf("try: KUBECONFIG=%s kubectl get artifacts,claims,jobs,pods -A\n", s.Kubeconfig)
+	if once {
+		return nil
+	}
+	fmt.Println("sandbox: running; Ctrl-C stops everything")
+	<-ctx.Done()
+	return nil
+}
+
+func name(o *unstructured.Unstructured) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return filepath.Join(o.GetNamespace(), o.GetName())
+}
+
+var errStalled = errors.New("stalled")

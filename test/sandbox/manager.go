@@ -1,0 +1,87 @@
+package sandbox
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// StartManager runs the packline manager binary with the ClusterRole's
+// identity. It may be called again after KillManager, as a restarted pod.
+func (s *Sandbox) StartManager() error {
+	s.step("packline manager")
+	log, err := openLog(filepath.Join(s.logs, "manager.log"))
+	if err != nil {
+		return err
+	}
+	probe, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--worker-image=" + WorkerImage,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
+	}, s.o.ManagerArgs...)
+	env := append(os.Environ(), "KUBECONFIG="+s.managerKC)
+	p, err := startProc("manager", log, env, s.o.ManagerBin, args...)
+	if err != nil {
+		return err
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz"
+	if err := waitFor(p, 60*time.Second, func() error { return httpOK(http.DefaultClient, url) }); err != nil {
+		p.stop(time.Second)
+		return fmt.Errorf("%w (see %s)", err, filepath.Join(s.logs, "manager.log"))
+	}
+	s.manager = p
+	return nil
+}
+
+// KillManager ends the manager with SIGKILL, as a crash or an evicted pod.
+func (s *Sandbox) KillManager() {
+	if s.manager != nil {
+		s.manager.kill()
+		s.manager = nil
+	}
+}
+
+// StopManager ends the manager gracefully.
+func (s *Sandbox) StopManager() {
+	if s.manager != nil {
+		s.manager.stop(10 * time.Second)
+		s.manager = nil
+	}
+}
+
+// ManagerMemory returns the manager's resident set size now and at its
+// peak, in bytes, from /proc.
+func (s *Sandbox) ManagerMemory() (rss, peak int64, err error) {
+	if s.manager == nil {
+		return 0, 0, fmt.Errorf("manager is not running")
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.manager.Pid()))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(fields[1], 10, 64)
+		switch fields[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak, sc.Err()
+}

@@ -1,0 +1,78 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// Placeholders in config/samples that the sandbox points at its own
+// servers, so the samples read like a real cluster's and still run here.
+const (
+	SampleRegistry = "registry.example.com"
+	SampleGitURL   = "https://git.example.com/platform/workloads.git"
+)
+
+// Sample is one object from config/samples, rewritten for the sandbox.
+type Sample struct {
+	File string
+	Obj  *unstructured.Unstructured
+}
+
+// Samples reads config/samples in kustomization order and rewrites them:
+// the registry host becomes the sandbox registry (over plain HTTP), the
+// Hugging Face endpoint the fixture hub, and the template repository
+// gitURL (skipped with its Claims when gitURL is empty).
+func (s *Sandbox) Samples(gitURL string) ([]Sample, error) {
+	dir := filepath.Join(s.o.RepoRoot, "config", "samples")
+	b, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(b, &k); err != nil {
+		return nil, err
+	}
+	var out []Sample
+	for _, f := range k.Resources {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return nil, err
+		}
+		text := strings.ReplaceAll(string(b), SampleRegistry, s.Registry.Host)
+		if gitURL != "" {
+			text = strings.ReplaceAll(text, SampleGitURL, gitURL)
+		}
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(text), &u.Object); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		switch u.GetKind() {
+		case "Artifact":
+			_ = unstructured.SetNestedField(u.Object, true, "spec", "target", "plainHTTP")
+			if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "source", "huggingFace"); ok {
+				_ = unstructured.SetNestedField(u.Object, s.HF.URL, "spec", "source", "huggingFace", "endpoint")
+			}
+		case "ClaimTemplate", "Claim":
+			if gitURL == "" {
+				continue
+			}
+		}
+		out = append(out, Sample{File: f, Obj: u})
+	}
+	return out, nil
+}
+
+// Apply creates or updates obj with server-side apply.
+func (s *Sandbox) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	obj = obj.DeepCopy()
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	return s.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("packline-sandbox"), client.ForceOwnership)
+}

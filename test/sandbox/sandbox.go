@@ -1,0 +1,304 @@
+// Package sandbox runs packline's whole stack on one machine, without a
+// container runtime: etcd, kube-apiserver and kube-controller-manager from
+// the cached binaries, a distribution registry on loopback, a process node
+// standing in for the kubelet (test/sandbox/procnode), a Hugging Face
+// fixture server, and the packline manager binary. `make demo` (cmd/sandbox)
+// and the e2e suite (test/e2e) both use it.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/hfserver"
+	"github.com/packline/packline/test/sandbox/procnode"
+)
+
+// WorkerImage is the image name the manager puts into Jobs and the process
+// node maps to the worker binary.
+const WorkerImage = "packline.local/worker:sandbox"
+
+// ManagerUser is the identity of the manager's client certificate; it is
+// bound to the ClusterRole in config/rbac/role.yaml and nothing else, so the
+// sandbox proves that role is enough (and holds no Secret access).
+const ManagerUser = "packline-manager"
+
+// Options configure Start.
+type Options struct {
+	// Dir holds every component's state and log; a temp dir when empty.
+	Dir string
+	// RepoRoot is the packline checkout (CRDs, RBAC, samples, scripts).
+	RepoRoot string
+	// Assets holds etcd, kube-apiserver and kube-controller-manager.
+	Assets string
+	// RegistryBin is the distribution registry binary.
+	RegistryBin string
+	// ManagerBin and WorkerBin are the built cmd/manager and cmd/worker.
+	ManagerBin, WorkerBin string
+	// ManagerArgs are extra manager flags (backoffs, TTL).
+	ManagerArgs []string
+	// Progress receives one line per step; component logs go to Dir/logs.
+	Progress io.Writer
+}
+
+// Sandbox is a running stack.
+type Sandbox struct {
+	Dir string
+	// Kubeconfig is an admin kubeconfig for kubectl and clients.
+	Kubeconfig string
+	Config     *rest.Config
+	Client     client.Client
+	Kube       kubernetes.Interface
+	Registry   *Registry
+	HF         *hfserver.Server
+
+	o          Options
+	cp         *controlPlane
+	logs       string
+	nodeCancel context.CancelFunc
+	nodeDone   chan error
+	manager    *proc
+	managerKC  string
+	ownDir     bool
+}
+
+// Start brings the stack up; on error everything started is stopped again.
+func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	s = &Sandbox{o: o, Dir: o.Dir}
+	if s.Dir == "" {
+		if s.Dir, err = os.MkdirTemp("", "packline-sandbox-"); err != nil {
+			return nil, err
+		}
+		s.ownDir = true
+	}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	s.logs = filepath.Join(s.Dir, "logs")
+	if err := os.MkdirAll(s.logs, 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.startControlPlane(); err != nil {
+		return nil, err
+	}
+	if err := s.install(ctx); err != nil {
+		return nil, err
+	}
+	s.step("registry")
+	regLog, err := openLog(filepath.Join(s.logs, "registry.log"))
+	if err != nil {
+		return nil, err
+	}
+	if s.Registry, err = StartRegistry(RegistryOptions{Dir: filepath.Join(s.Dir, "registry"), Bin: o.RegistryBin, Log: regLog}); err != nil {
+		return nil, err
+	}
+	if s.HF, err = hfserver.Start(map[string]hfserver.Repo{"packline/tiny-model": hfserver.TinyModel()}); err != nil {
+		return nil, err
+	}
+	if err := s.startNode(); err != nil {
+		return nil, err
+	}
+	if o.ManagerBin != "" {
+		if err := s.StartManager(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Sandbox) startControlPlane() error {
+	authority, err := newCA()
+	if err != nil {
+		return err
+	}
+	log, err := openLog(filepath.Join(s.logs, "control-plane.log"))
+	if err != nil {
+		return err
+	}
+	s.cp = &controlPlane{dir: s.Dir, assets: s.o.Assets, log: log, ca: authority}
+	s.step("etcd")
+	etcdURL, err := s.cp.startEtcd()
+	if err != nil {
+		return err
+	}
+	s.step("kube-apiserver")
+	if err := s.cp.startAPIServer(etcdURL); err != nil {
+		return err
+	}
+	if s.Kubeconfig, err = s.cp.writeKubeconfig("admin", "sandbox-admin", []string{"system:masters"}); err != nil {
+		return err
+	}
+	if s.Config, err = restConfig(s.Kubeconfig); err != nil {
+		return err
+	}
+	if s.Client, err = client.New(s.Config, client.Options{Scheme: controllers.NewScheme()}); err != nil {
+		return err
+	}
+	if s.Kube, err = kubernetes.NewForConfig(s.Config); err != nil {
+		return err
+	}
+	s.step("kube-controller-manager")
+	return s.cp.startControllerManager()
+}
+
+// install applies the CRDs and the manager's ClusterRole and binding.
+func (s *Sandbox) install(ctx context.Context) error {
+	s.step("CRDs and RBAC")
+	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(s.o.RepoRoot, "config", "crd", "bases")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		return fmt.Errorf("installing CRDs: %w", err)
+	}
+	b, err := os.ReadFile(filepath.Join(s.o.RepoRoot, "config", "rbac", "role.yaml"))
+	if err != nil {
+		return err
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.UnmarshalStrict(b, role); err != nil {
+		return err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: ManagerUser}},
+	}
+	for _, o := range []client.Object{role, binding} {
+		if err := s.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	s.managerKC, err = s.cp.writeKubeconfig("manager", ManagerUser, nil)
+	return err
+}
+
+// startNode runs the process node in-process, with its own client
+// identity as a kubelet would have.
+func (s *Sandbox) startNode() error {
+	s.step("process node")
+	kc, err := s.cp.writeKubeconfig("node", "system:node:process-node", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+	cfg, err := restConfig(kc)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	log, err := openLog(filepath.Join(s.logs, "node.log"))
+	if err != nil {
+		return err
+	}
+	n := procnode.New(procnode.Options{
+		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log,
+		Images: map[string]procnode.Image{WorkerImage: WorkerImageMapping(s.o.WorkerBin)},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	s.nodeCancel, s.nodeDone = cancel, make(chan error, 1)
+	go func() { s.nodeDone <- n.Run(ctx) }()
+	// The node is usable once its Node object is Ready.
+	return poll(60*time.Second, func() error {
+		select {
+		case err := <-s.nodeDone:
+			s.nodeDone <- err
+			return backoffStop{fmt.Errorf("process node stopped: %v", err)}
+		default:
+		}
+		node := &corev1.Node{}
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: "process-node"}, node); err != nil {
+			return err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return errNotReady
+	})
+}
+
+// WorkerImageMapping runs the worker binary for the worker image. The
+// worker reads fixed pod paths; these variables (honoured by cmd/worker for
+// this purpose) point it at the node's local folders instead.
+func WorkerImageMapping(bin string) procnode.Image {
+	return procnode.Image{
+		Binary: bin,
+		PathEnv: map[string]string{
+			spec.WorkspaceDir:                    "PACKLINE_WORKSPACE",
+			spec.SourceAuthDir:                   "PACKLINE_SOURCE_AUTH_DIR",
+			spec.SourceVolumeDir:                 "PACKLINE_SOURCE_VOLUME_DIR",
+			spec.PullAuthDir:                     "PACKLINE_PULL_AUTH_DIR",
+			corev1.TerminationMessagePathDefault: "PACKLINE_TERMINATION_LOG",
+		},
+	}
+}
+
+// Stop shuts everything down in reverse order and waits for every process.
+func (s *Sandbox) Stop() {
+	s.StopManager()
+	if s.nodeCancel != nil {
+		s.nodeCancel()
+		<-s.nodeDone
+	}
+	if s.HF != nil {
+		_ = s.HF.Close()
+	}
+	if s.Registry != nil {
+		s.Registry.Stop()
+	}
+	if s.cp != nil {
+		s.cp.stop()
+	}
+	if s.ownDir {
+		_ = os.RemoveAll(s.Dir)
+	}
+}
+
+// Logs is the folder of component logs.
+func (s *Sandbox) Logs() string { return s.logs }
+
+func (s *Sandbox) step(what string) {
+	fmt.Fprintf(s.o.Progress, "sandbox: starting %s\n", what)
+}
+
+// backoffStop ends poll early.
+type backoffStop struct{ error }
+
+func poll(timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		var stop backoffStop
+		if err == nil || errors.As(err, &stop) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready after %s: %w", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
