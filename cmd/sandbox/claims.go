@@ -2,16 +2,24 @@ package main
 
 import (
 	"context"
+	"path/filepath"
 
 	"github.com/packline/packline/test/sandbox"
 )
 
-const claimsMissing = "no template repository server is wired into the sandbox yet"
-
-// templateRepo serves the fixture template repository for the Claim
-// samples; "" skips them.
-func templateRepo(s *sandbox.Sandbox) (url string, closeFn func(), err error) {
-	return "", func() {}, nil
+// templateRepo commits test/fixtures/templates into a Git repository and
+// serves it, standing in for the platform team's template repo that the
+// ClaimTemplate sample names.
+func templateRepo(s *sandbox.Sandbox, root string) (url string, closeFn func(), err error) {
+	g, err := sandbox.ServeGitRepo(filepath.Join(s.Dir, "git"), "workloads", filepath.Join(root, "test", "fixtures", "templates"))
+	if err != nil {
+		return "", nil, err
+	}
+	return g.URL, func() { _ = g.Close() }, nil
 }
 
-func prepareNamespace(ctx context.Context, s *sandbox.Sandbox) error { return nil }
+// prepareNamespace labels "default" as a tenant namespace, which the
+// ClaimTemplate sample's access rule requires.
+func prepareNamespace(ctx context.Context, s *sandbox.Sandbox) error {
+	return s.LabelNamespace(ctx, "default", sandbox.TenantLabels)
+}

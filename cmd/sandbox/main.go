@@ -64,7 +64,7 @@ func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duratio
 	}()
 	fmt.Printf("sandbox: registry %s, hugging face fixture %s, logs in %s\n", s.Registry.Host, s.HF.URL, s.Logs())
 
-	gitURL, closeGit, err := templateRepo(s)
+	gitURL, closeGit, err := templateRepo(s, o.RepoRoot)
 	if err != nil {
 		return err
 	}
@@ -85,9 +85,6 @@ func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duratio
 		if k := smp.Obj.GetKind(); k == "Artifact" || k == "Claim" {
 			pipelines = append(pipelines, smp.Obj)
 		}
-	}
-	if gitURL == "" {
-		fmt.Println("sandbox: no Claim sample applied:", claimsMissing)
 	}
 	for _, obj := range pipelines {
 		st, err := waitReady(ctx, s, obj, timeout)

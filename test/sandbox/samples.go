@@ -2,12 +2,15 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -63,6 +66,9 @@ func (s *Sandbox) Samples(gitURL string) ([]Sample, error) {
 			if gitURL == "" {
 				continue
 			}
+			if u.GetKind() == "Claim" {
+				_ = unstructured.SetNestedField(u.Object, true, "spec", "target", "plainHTTP")
+			}
 		}
 		out = append(out, Sample{File: f, Obj: u})
 	}
@@ -75,4 +81,20 @@ func (s *Sandbox) Apply(ctx context.Context, obj *unstructured.Unstructured) err
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
 	return s.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("packline-sandbox"), client.ForceOwnership)
+}
+
+// TenantLabels are the labels the ClaimTemplate sample's access rule wants
+// on a namespace before its Claims may use the template.
+var TenantLabels = map[string]string{"packline.dev/tenant": "true"}
+
+// LabelNamespace merges labels into namespace ns.
+func (s *Sandbox) LabelNamespace(ctx context.Context, ns string, labels map[string]string) error {
+	patch := map[string]any{"metadata": map[string]any{"labels": labels}}
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	obj := &corev1.Namespace{}
+	obj.Name = ns
+	return s.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, b))
 }
