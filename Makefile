@@ -52,6 +52,21 @@ k8s-assets: ## Build or reuse kube-apiserver, kube-controller-manager and etcd i
 registry: ## Build or reuse the distribution v3 registry in the cache.
 	@test/tools/registry.sh >/dev/null
 
+##@ Images
+
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+# REGISTRY=127.0.0.1:5000/packline pushes <REGISTRY>/manager and /worker
+# (add PLAIN_HTTP=1 for a registry without TLS); unset, the images go to the
+# OCI layout dist/oci. IMAGE_FLAGS passes more flags (--tag, --version).
+REGISTRY ?=
+PLAIN_HTTP ?=
+IMAGE_FLAGS ?=
+
+.PHONY: images
+images: ## Build the manager and worker images without a daemon (OCI layout in dist/oci, or push to REGISTRY).
+	go run ./images/build --platforms $(IMAGE_PLATFORMS) \
+		$(if $(REGISTRY),--push $(REGISTRY) $(if $(PLAIN_HTTP),--plain-http),--oci-layout dist/oci) $(IMAGE_FLAGS)
+
 ##@ Tests
 
 .PHONY: test
