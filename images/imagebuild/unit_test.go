@@ -3,6 +3,7 @@ package imagebuild
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,49 @@ func TestLayerDependsOnContentOnly(t *testing.T) {
 	}
 	if digest(at, a) == digest(at.Add(time.Second), a) {
 		t.Error("changed build time kept the digest")
+	}
+}
+
+// TestGitProvenance: the build time is the commit time, so rebuilding a
+// commit later gives the same digest; SOURCE_DATE_EPOCH overrides it.
+func TestGitProvenance(t *testing.T) {
+	dir := t.TempDir()
+	run := func(env []string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	run(nil, "init", "-q")
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run(nil, "add", "f")
+	date := []string{"GIT_COMMITTER_DATE=2024-01-02T03:04:05Z", "GIT_AUTHOR_DATE=2024-01-02T03:04:05Z"}
+	run(append(date, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"), "commit", "-q", "-m", "c")
+
+	t.Setenv("SOURCE_DATE_EPOCH", "")
+	p, err := GitProvenance(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC); !p.Created.Equal(want) {
+		t.Errorf("created %s, want the commit time %s", p.Created, want)
+	}
+	if len(p.Revision) != 40 || !strings.HasPrefix(p.Revision, p.Version) {
+		t.Errorf("revision %q version %q", p.Revision, p.Version)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "42")
+	if p, err = GitProvenance(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !p.Created.Equal(time.Unix(42, 0)) || !strings.HasSuffix(p.Version, "-dirty") {
+		t.Errorf("created %s version %q, want epoch 42 and a -dirty version", p.Created, p.Version)
 	}
 }
