@@ -125,6 +125,10 @@ func TestManagerDeployment(t *testing.T) {
 	if _, ok := args["--leader-elect"]; !ok {
 		t.Error("two replicas without --leader-elect would both reconcile")
 	}
+	// The Lease must be in the namespace the leader-election Role covers.
+	if ns := args["--leader-election-namespace"]; ns != "$(POD_NAMESPACE)" || !fromPodNamespace(c.Env, "POD_NAMESPACE") {
+		t.Errorf("--leader-election-namespace = %q; want $(POD_NAMESPACE) from metadata.namespace", ns)
+	}
 
 	// Images: the worker is the manager's sibling repository at the same tag,
 	// so one release moves both.
@@ -319,6 +323,15 @@ func TestDefaultIsAcceptedByAPIServer(t *testing.T) {
 			t.Errorf("%s %s rejected: %v", u.GetKind(), u.GetName(), err)
 		}
 	}
+}
+
+func fromPodNamespace(env []corev1.EnvVar, name string) bool {
+	for _, e := range env {
+		if e.Name == name {
+			return e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+		}
+	}
+	return false
 }
 
 // flags turns ["--a=b", "--c"] into {"--a": "b", "--c": ""}.
