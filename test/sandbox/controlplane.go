@@ -31,6 +31,11 @@ var kubeControllers = []string{
 	"serviceaccount-controller",
 	"persistentvolumeclaim-protection-controller",
 	"namespace-controller",
+	// For config/default deployed as pods: Deployments make ReplicaSets make
+	// pods, and kube-root-ca.crt feeds the pods' ServiceAccount token volume.
+	"deployment-controller",
+	"replicaset-controller",
+	"root-ca-certificate-publisher-controller",
 }
 
 // controlPlane is etcd, kube-apiserver and kube-controller-manager.

@@ -211,8 +211,12 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			if err := writeFiles(local, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode); err != nil {
 				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
 			}
+		case v.Projected != nil:
+			if err := n.projected(ctx, pod, v, local); err != nil {
+				return nil, err
+			}
 		default:
-			return nil, configErr("CreateContainerConfigError", "volume %q: only persistentVolumeClaim, emptyDir, secret and configMap volumes are supported by the process node", v.Name)
+			return nil, configErr("CreateContainerConfigError", "volume %q: only persistentVolumeClaim, emptyDir, secret, configMap and projected volumes are supported by the process node", v.Name)
 		}
 		out[v.Name] = local
 	}
