@@ -10,9 +10,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/go-logr/logr"
 	"os"
 	"os/signal"
 	"path/filepath"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"syscall"
 	"time"
 
@@ -34,6 +36,9 @@ func main() {
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the samples to become Ready.")
 	flag.Parse()
 	o.Progress = os.Stdout
+	// The harness's controller-runtime clients log nothing worth showing;
+	// components log to files under the sandbox dir.
+	ctrllog.SetLogger(logr.Discard())
 	// Quick retries: the sandbox is for watching things happen.
 	o.ManagerArgs = []string{"--backoff-base=2s", "--backoff-cap=20s"}
 

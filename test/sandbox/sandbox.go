@@ -54,6 +54,8 @@ type Options struct {
 	ManagerBin, WorkerBin string
 	// ManagerArgs are extra manager flags (backoffs, TTL).
 	ManagerArgs []string
+	// Images are extra images the process node runs, besides the worker.
+	Images map[string]procnode.Image
 	// Progress receives one line per step; component logs go to Dir/logs.
 	Progress io.Writer
 }
@@ -213,9 +215,12 @@ func (s *Sandbox) startNode() error {
 	if err != nil {
 		return err
 	}
+	images := map[string]procnode.Image{WorkerImage: WorkerImageMapping(s.o.WorkerBin)}
+	for k, v := range s.o.Images {
+		images[k] = v
+	}
 	n := procnode.New(procnode.Options{
-		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log,
-		Images: map[string]procnode.Image{WorkerImage: WorkerImageMapping(s.o.WorkerBin)},
+		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log, Images: images,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.nodeCancel, s.nodeDone = cancel, make(chan error, 1)
