@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -311,4 +312,28 @@ func TestJobDeletedByTTLKeepsStatus(t *testing.T) {
 		g.Expect(a.Status.Digest).To(Equal(digest))
 		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
 	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// TestWorkerServiceAccountMissing: with --worker-service-account set, a
+// namespace without that account says so instead of creating Jobs whose
+// pods could never be admitted; creating the account unblocks it.
+func TestWorkerServiceAccountMissing(t *testing.T) {
+	startManager(t, func(c *pipeline.Config) { c.WorkerServiceAccount = "packline-worker" })
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "no-sa"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhasePending))
+		ready := condition(a, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(pipeline.ReasonServiceAccountMissing))
+		g.Expect(ready.Message).To(ContainSubstring(`ServiceAccount "packline-worker"`))
+		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
+	})
+	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "packline-worker", Namespace: ns}})
+	job := waitJob(t, ns, key.Name, 1, 1)
+	if job.Spec.Template.Spec.ServiceAccountName != "packline-worker" {
+		t.Fatalf("serviceAccountName = %q", job.Spec.Template.Spec.ServiceAccountName)
+	}
 }

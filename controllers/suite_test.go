@@ -44,8 +44,12 @@ func testConfig() pipeline.Config {
 
 // startManager runs the real manager wiring against the test apiserver
 // until stop is called (or the test ends).
-func startManager(t *testing.T) (stop func()) {
+func startManager(t *testing.T, tweaks ...func(*pipeline.Config)) (stop func()) {
 	t.Helper()
+	cfg := testConfig()
+	for _, tweak := range tweaks {
+		tweak(&cfg)
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Cache:                  controllers.CacheOptions(),
@@ -57,7 +61,7 @@ func startManager(t *testing.T) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, testConfig()); err != nil {
+	if err := controllers.Setup(mgr, cfg); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -31,6 +31,8 @@ const (
 	ReasonWaitingForPod    = "WaitingForPod"
 	ReasonQueued           = "Queued"
 	ReasonRunning          = "Running"
+	// ReasonServiceAccountMissing: --worker-service-account is not in the namespace.
+	ReasonServiceAccountMissing = "ServiceAccountMissing"
 )
 
 // Observation is the pure reading of a Job and its Pods.

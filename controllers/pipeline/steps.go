@@ -182,6 +182,17 @@ func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error)
 	}
 	job := s.jobs[attempt]
 	if job == nil {
+		if missing, err := p.workerServiceAccountMissing(ctx, s.owner.Namespace); err != nil || missing != "" {
+			if missing != "" {
+				// Without this check the Job controller could not create the
+				// pod, and the run would sit silently until its deadline.
+				s.stop = true
+				st.Phase = v1alpha1.PhasePending
+				setProgress(st, ReasonServiceAccountMissing, missing)
+				return ctrl.Result{RequeueAfter: p.Config.BackoffBase}, nil
+			}
+			return ctrl.Result{}, err
+		}
 		var err error
 		if job, err = p.createJob(ctx, s, attempt); err != nil {
 			return ctrl.Result{}, err
@@ -199,6 +210,21 @@ func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error)
 		st.StartTime = &metav1.Time{Time: p.now()}
 	}
 	return ctrl.Result{}, nil
+}
+
+// workerServiceAccountMissing explains why worker pods could not start when
+// --worker-service-account names an account the namespace lacks.
+func (p *Pipeline) workerServiceAccountMissing(ctx context.Context, ns string) (string, error) {
+	name := p.Config.WorkerServiceAccount
+	if name == "" {
+		return "", nil
+	}
+	err := p.APIReader.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ServiceAccount{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("ServiceAccount %q (the manager's --worker-service-account) does not exist in namespace %s: "+
+			"create it (kubectl -n %s create serviceaccount %s) or unset the flag", name, ns, ns, name), nil
+	}
+	return "", err
 }
 
 func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*batchv1.Job, error) {
