@@ -69,7 +69,7 @@ func (r *rendered) one(t *testing.T, kind, name string, out any) {
 func TestDefaultRendersEveryKind(t *testing.T) {
 	r := render(t)
 	want := map[string]int{
-		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 2,
+		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1,
 		"ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
 		"Deployment": 1, "Service": 1,
 	}
