@@ -32,6 +32,9 @@ var (
 	sb *sandbox.Sandbox
 	// registryBin starts extra registries (with auth) in tests.
 	registryBin string
+	// workerBin is the worker the process node runs, also run directly by
+	// the overhead benchmark.
+	workerBin string
 )
 
 // shellImage runs /bin/sh on the process node, for tests of the node itself.
@@ -77,7 +80,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	registryBin = o.RegistryBin
+	registryBin, workerBin = o.RegistryBin, o.WorkerBin
 	sb, err = sandbox.Start(context.Background(), o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: starting the sandbox:", err)
