@@ -79,6 +79,16 @@ bench: k8s-assets registry ## Run the benchmarks; they print ratios against base
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
 		go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
+.PHONY: demo
+demo: build k8s-assets registry ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(DEMO_FLAGS)
+
+.PHONY: e2e
+e2e: k8s-assets registry ## Run only the end-to-end suite on the sandbox (also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+		go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/e2e
+
 .PHONY: fmt vet
 fmt:
 	gofmt -w $$(git ls-files '*.go')

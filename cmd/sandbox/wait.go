@@ -40,7 +40,7 @@ func waitReady(ctx context.Context, s *sandbox.Sandbox, obj *unstructured.Unstru
 			if stalled, msg := condition(u, "Stalled"); stalled == "True" {
 				return st, fmt.Errorf("%s %s is %w: %s", obj.GetKind(), name(obj), errStalled, msg)
 			}
-			if line := st.phase + ": " + readyMsg; line != last {
+			if line := st.phase + ": " + readyMsg; st.phase != "" && line != last {
 				fmt.Printf("  %s %s: %s\n", obj.GetKind(), name(obj), line)
 				last = line
 			}

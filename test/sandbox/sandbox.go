@@ -86,6 +86,13 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
+	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return nil, err
+			}
+		}
+	}
 	s = &Sandbox{o: o, Dir: o.Dir}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "packline-sandbox-"); err != nil {

@@ -76,6 +76,16 @@ func New(o Options) *Node {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	// Containers run in their own working dirs, where a relative binary
+	// path would not resolve.
+	images := map[string]Image{}
+	for k, img := range o.Images {
+		if abs, err := filepath.Abs(img.Binary); err == nil {
+			img.Binary = abs
+		}
+		images[k] = img
+	}
+	o.Images = images
 	return &Node{o: o, runs: map[types.UID]*podRun{}}
 }
 
