@@ -17,9 +17,18 @@ import (
 	"github.com/packline/packline/test/sandbox"
 )
 
-// A registry that is down makes the push fail with a retryable error; the
-// controller retries with backoff and succeeds once the registry is back.
-func TestRegistryOutageRetriesUntilReady(t *testing.T) {
+// The registry goes down while a worker is mid-run: the push fails with a
+// retryable error, the controller retries with backoff, and the Artifact
+// becomes Ready once the registry is back.
+func TestRegistryOutageMidRunRetriesUntilReady(t *testing.T) {
+	release := sb.HF.Hold()
+	defer release()
+	ns := newNamespace(t)
+	a := newArtifact(ns, "outage", "packline/tiny-model")
+	a.Spec.RetryLimit = ptr.To[int32](20)
+	create(t, a)
+	waitRunningPod(t, ns, a.Name)
+
 	sb.Registry.Stop()
 	restarted := false
 	defer func() {
@@ -27,11 +36,7 @@ func TestRegistryOutageRetriesUntilReady(t *testing.T) {
 			_ = sb.Registry.Start()
 		}
 	}()
-	ns := newNamespace(t)
-	a := newArtifact(ns, "outage", "packline/tiny-model")
-	a.Spec.RetryLimit = ptr.To[int32](20)
-	create(t, a)
-
+	release()
 	waitFor(t, func(g Gomega) {
 		g.Expect(sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a)).To(Succeed())
 		g.Expect(a.Status.Attempts).To(BeNumerically(">=", 2), "phase %s", a.Status.Phase)
@@ -53,6 +58,7 @@ func TestRegistryOutageRetriesUntilReady(t *testing.T) {
 		g.Expect(seen[key]).To(BeFalse(), "two Jobs for generation/attempt %s", key)
 		seen[key] = true
 	}
+	g.Expect(len(seen)).To(BeNumerically(">=", 2))
 }
 
 // Wrong credentials are a permanent failure: Stalled, with a message that

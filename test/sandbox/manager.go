@@ -12,8 +12,9 @@ import (
 )
 
 // StartManager runs the packline manager binary with the ClusterRole's
-// identity. It may be called again after KillManager, as a restarted pod.
-func (s *Sandbox) StartManager() error {
+// identity, with Options.ManagerArgs and then extra flags. It may be called
+// again after KillManager or StopManager, as a restarted pod.
+func (s *Sandbox) StartManager(extra ...string) error {
 	s.step("packline manager")
 	log, err := openLog(filepath.Join(s.logs, "manager.log"))
 	if err != nil {
@@ -27,7 +28,7 @@ func (s *Sandbox) StartManager() error {
 		"--worker-image=" + WorkerImage,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
-	}, s.o.ManagerArgs...)
+	}, append(append([]string{}, s.o.ManagerArgs...), extra...)...)
 	env := append(os.Environ(), "KUBECONFIG="+s.managerKC)
 	p, err := startProc("manager", log, env, s.o.ManagerBin, args...)
 	if err != nil {
