@@ -165,3 +165,27 @@ func TestProcessNodeUnknownImage(t *testing.T) {
 			HaveField("Note", ContainSubstring("example.com/not-here:1")))))
 	}).Should(Succeed())
 }
+
+// A worker image the node cannot pull shows up in the Artifact's status,
+// from the pod's real ImagePullBackOff, instead of a silent Pending.
+func TestUnpullableWorkerImageIsReported(t *testing.T) {
+	const image = "example.com/missing/worker:0"
+	sb.StopManager()
+	g := NewWithT(t)
+	g.Expect(sb.StartManager("--worker-image=" + image)).To(Succeed())
+	defer func() {
+		sb.StopManager()
+		g.Expect(sb.StartManager()).To(Succeed())
+	}()
+	ns := newNamespace(t)
+	a := newArtifact(ns, "no-image", "packline/tiny-model")
+	create(t, a)
+	waitFor(t, func(g Gomega) {
+		g.Expect(sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a)).To(Succeed())
+		ready := condition(&a.Status, "Ready")
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal("ImagePullBackOff"))
+		g.Expect(ready.Message).To(ContainSubstring(image))
+	}).Should(Succeed())
+}
