@@ -3,6 +3,7 @@ package pipeline
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -132,8 +133,14 @@ func observeActive(pods []corev1.Pod) Observation {
 			return Observation{State: StatePending, Reason: ReasonUnschedulable, Message: fmt.Sprintf("pod %s: %s", pod.Name, c.Message)}
 		}
 	}
-	if pod.Status.Phase == corev1.PodRunning {
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
 		return Observation{State: StateRunning, Reason: ReasonRunning, Message: "worker pod " + pod.Name + " is running"}
+	case corev1.PodSucceeded, corev1.PodFailed:
+		// The worker is done; the Job controller has not recorded it yet.
+		// Stay Running rather than flicker back to Pending.
+		return Observation{State: StateRunning, Reason: ReasonRunning,
+			Message: fmt.Sprintf("worker pod %s %s; waiting for the Job to record it", pod.Name, strings.ToLower(string(pod.Status.Phase)))}
 	}
 	return Observation{State: StatePending, Reason: ReasonWaitingForPod, Message: fmt.Sprintf("pod %s is %s", pod.Name, podPhase(pod))}
 }

@@ -40,6 +40,8 @@ func TestObserve(t *testing.T) {
 			Observation{State: StatePending, Reason: ReasonUnschedulable}},
 		{"running", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Running().Obj()},
 			Observation{State: StateRunning, Reason: ReasonRunning}},
+		{"pod done, Job not yet updated", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
+			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"succeeded with result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
 			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
 				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
