@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
+	"github.com/packline/packline/test/registryconf"
 )
 
 // EnvBinary names the registry binary to run, skipping the build script.
@@ -164,41 +164,7 @@ func writeConfig(dir, host string, o Options) (string, error) {
 	if err := os.MkdirAll(storage, 0o755); err != nil {
 		return "", err
 	}
-	var auth string
-	if len(o.Users) > 0 {
-		var lines []string
-		for user, pass := range o.Users {
-			h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-			if err != nil {
-				return "", err
-			}
-			lines = append(lines, user+":"+string(h))
-		}
-		htpasswd := filepath.Join(dir, "htpasswd")
-		if err := os.WriteFile(htpasswd, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-			return "", err
-		}
-		auth = fmt.Sprintf("auth:\n  htpasswd:\n    realm: regtest\n    path: %s\n", htpasswd)
-	}
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-  maintenance:
-    uploadpurging:
-      enabled: false
-http:
-  addr: %s
-  secret: regtest-not-a-secret
-%s`, storage, host, auth)
-	path := filepath.Join(dir, "config.yml")
-	return path, os.WriteFile(path, []byte(cfg), 0o600)
+	return registryconf.Write(dir, storage, host, "regtest", o.Users)
 }
 
 var (

@@ -7,11 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
+	"github.com/packline/packline/test/registryconf"
 )
 
 // Registry is the distribution registry on loopback, as a library usable
@@ -42,7 +41,7 @@ func StartRegistry(o RegistryOptions) (*Registry, error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, "storage"), 0o755); err != nil {
 		return nil, err
 	}
-	r := &Registry{bin: o.Bin, log: o.Log, config: filepath.Join(o.Dir, "config.yml")}
+	r := &Registry{bin: o.Bin, log: o.Log}
 	var last error
 	for range 3 {
 		port, err := freePort()
@@ -50,7 +49,7 @@ func StartRegistry(o RegistryOptions) (*Registry, error) {
 			return nil, err
 		}
 		r.Host = "127.0.0.1:" + strconv.Itoa(port)
-		if err := writeRegistryConfig(o, r.Host, r.config); err != nil {
+		if r.config, err = registryconf.Write(o.Dir, filepath.Join(o.Dir, "storage"), r.Host, "sandbox", o.Users); err != nil {
 			return nil, err
 		}
 		if last = r.Start(); last == nil {
@@ -99,41 +98,4 @@ func (r *Registry) Stop() {
 		r.p.stop(5 * time.Second)
 		r.p = nil
 	}
-}
-
-func writeRegistryConfig(o RegistryOptions, host, path string) error {
-	var auth string
-	if len(o.Users) > 0 {
-		var lines []string
-		for user, pass := range o.Users {
-			h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
-			if err != nil {
-				return err
-			}
-			lines = append(lines, user+":"+string(h))
-		}
-		htpasswd := filepath.Join(o.Dir, "htpasswd")
-		if err := os.WriteFile(htpasswd, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-			return err
-		}
-		auth = fmt.Sprintf("auth:\n  htpasswd:\n    realm: sandbox\n    path: %s\n", htpasswd)
-	}
-	cfg := fmt.Sprintf(`version: 0.1
-log:
-  level: error
-  accesslog:
-    disabled: true
-storage:
-  filesystem:
-    rootdirectory: %s
-  delete:
-    enabled: true
-  maintenance:
-    uploadpurging:
-      enabled: false
-http:
-  addr: %s
-  secret: sandbox-not-a-secret
-%s`, filepath.Join(o.Dir, "storage"), host, auth)
-	return os.WriteFile(path, []byte(cfg), 0o600)
 }
