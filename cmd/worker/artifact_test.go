@@ -12,7 +12,6 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/regtest"
 )
@@ -28,30 +27,6 @@ func tgz(t *testing.T, files map[string]string) []byte {
 	tw.Close()
 	zw.Close()
 	return buf.Bytes()
-}
-
-// runWorker runs `worker artifact` in-process with a, returning the exit
-// code and the parsed termination message.
-func runWorker(t *testing.T, a spec.Artifact) (int, result.Result) {
-	t.Helper()
-	doc, err := spec.Encode(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := filepath.Join(t.TempDir(), "termination-log")
-	t.Setenv(spec.EnvSpec, doc)
-	t.Setenv(EnvTerminationLog, log)
-	t.Setenv(EnvWorkspace, t.TempDir())
-	code := run([]string{"artifact"})
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatalf("no termination message: %v", err)
-	}
-	res, err := result.Parse(b)
-	if err != nil {
-		t.Fatalf("termination message %s: %v", b, err)
-	}
-	return code, res
 }
 
 func TestArtifactEndToEnd(t *testing.T) {

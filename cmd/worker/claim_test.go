@@ -14,31 +14,6 @@ import (
 	"github.com/packline/packline/test/regtest"
 )
 
-// runClaimWorker runs `worker claim` in-process with c, returning the exit
-// code and the parsed termination message.
-func runClaimWorker(t *testing.T, c spec.Claim) (int, result.Result) {
-	t.Helper()
-	doc, err := spec.Encode(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := filepath.Join(t.TempDir(), "termination-log")
-	t.Setenv(spec.EnvSpec, doc)
-	t.Setenv(EnvTerminationLog, log)
-	t.Setenv(EnvWorkspace, t.TempDir())
-	t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
-	code := run([]string{"claim"})
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatalf("no termination message: %v", err)
-	}
-	res, err := result.Parse(b)
-	if err != nil {
-		t.Fatalf("termination message %s: %v", b, err)
-	}
-	return code, res
-}
-
 func TestClaimEndToEnd(t *testing.T) {
 	host := regtest.Start(t)
 	git := gitserver.Serve(t, gitserver.Repo{Commits: []gitserver.Commit{

@@ -13,27 +13,6 @@ import (
 	"github.com/packline/packline/test/regtest"
 )
 
-func runDeleteWorker(t *testing.T, d spec.Delete) (int, result.Result) {
-	t.Helper()
-	doc, err := spec.Encode(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := filepath.Join(t.TempDir(), "termination-log")
-	t.Setenv(spec.EnvSpec, doc)
-	t.Setenv(EnvTerminationLog, log)
-	code := run([]string{"delete"})
-	b, err := os.ReadFile(log)
-	if err != nil {
-		t.Fatalf("no termination message: %v", err)
-	}
-	res, err := result.Parse(b)
-	if err != nil {
-		t.Fatalf("termination message %s: %v", b, err)
-	}
-	return code, res
-}
-
 // TestDeleteOnRealRegistry pushes an artifact, then deletes it through the
 // worker: it goes while the tag points at it, and stays once the tag moved.
 func TestDeleteOnRealRegistry(t *testing.T) {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// runCommand runs `worker <command>` in-process with doc as its spec, in a
+// fresh workspace, and returns the exit code and the parsed termination
+// message.
+func runCommand(t *testing.T, command string, doc any) (int, result.Result) {
+	t.Helper()
+	encoded, err := spec.Encode(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "termination-log")
+	t.Setenv(spec.EnvSpec, encoded)
+	t.Setenv(EnvTerminationLog, log)
+	t.Setenv(EnvWorkspace, t.TempDir())
+	code := run([]string{command})
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("no termination message: %v", err)
+	}
+	res, err := result.Parse(b)
+	if err != nil {
+		t.Fatalf("termination message %s: %v", b, err)
+	}
+	return code, res
+}
+
+func runWorker(t *testing.T, a spec.Artifact) (int, result.Result) {
+	t.Helper()
+	return runCommand(t, "artifact", a)
+}
+
+func runClaimWorker(t *testing.T, c spec.Claim) (int, result.Result) {
+	t.Helper()
+	t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
+	return runCommand(t, "claim", c)
+}
+
+func runDeleteWorker(t *testing.T, d spec.Delete) (int, result.Result) {
+	t.Helper()
+	return runCommand(t, "delete", d)
+}
