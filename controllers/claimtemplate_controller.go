@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -39,6 +40,9 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	apimeta.SetStatusCondition(&tpl.Status.Conditions, cond)
 	tpl.Status.ObservedGeneration = tpl.Generation
+	if equality.Semantic.DeepEqual(base.Status, tpl.Status) {
+		return ctrl.Result{}, nil
+	}
 	return ctrl.Result{}, r.Client.Status().Patch(ctx, tpl, client.MergeFrom(base))
 }
 
