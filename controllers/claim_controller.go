@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -198,6 +199,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []client.ListOption{client.InNamespace(o.GetName())}
 		})), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("claim").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)}).
 		Complete(r)
 }
 

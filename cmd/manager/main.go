@@ -30,6 +30,7 @@ func main() {
 	flag.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "Attempt timeout when spec.timeout is unset.")
 	flag.DurationVar(&cfg.JobTTL, "job-ttl", cfg.JobTTL, "ttlSecondsAfterFinished of worker Jobs.")
 	flag.StringVar(&cfg.WorkerServiceAccount, "worker-service-account", cfg.WorkerServiceAccount, "ServiceAccount of worker pods (its token is never mounted).")
+	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")

@@ -32,6 +32,10 @@ type Config struct {
 	JobTTL time.Duration
 	// WorkerServiceAccount runs the worker pods; its token is never mounted.
 	WorkerServiceAccount string
+	// MaxConcurrentReconciles per kind. Reconciles of distinct objects are
+	// independent (one object is never reconciled twice at once), and most
+	// of their time is apiserver round trips.
+	MaxConcurrentReconciles int
 }
 
 // DefaultConfig holds the documented defaults.
@@ -43,6 +47,8 @@ func DefaultConfig() Config {
 		BackoffCap:        5 * time.Minute,
 		DefaultTimeout:    6 * time.Hour,
 		JobTTL:            time.Hour,
+
+		MaxConcurrentReconciles: 4,
 	}
 }
 
