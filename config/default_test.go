@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/packline/packline/test/manifests"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -13,9 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 )
 
 const installNamespace = "packline-system"
@@ -29,23 +27,12 @@ type rendered struct {
 
 func render(t *testing.T) *rendered {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resMap, err := k.Run(filesys.MakeFsOnDisk(), "default")
+	objs, err := manifests.Render("default")
 	if err != nil {
 		t.Fatalf("kustomize build config/default: %v", err)
 	}
 	r := &rendered{byKind: map[string][]*unstructured.Unstructured{}}
-	for _, res := range resMap.Resources() {
-		// Through YAML rather than res.Map(): kyaml's maps hold int, which
-		// unstructured's JSON-only deep copy rejects.
-		b, err := res.AsYAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			t.Fatal(err)
-		}
+	for _, u := range objs {
 		r.objects = append(r.objects, u)
 		r.byKind[u.GetKind()] = append(r.byKind[u.GetKind()], u)
 	}

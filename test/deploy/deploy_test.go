@@ -22,10 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-	"sigs.k8s.io/yaml"
 
+	"github.com/packline/packline/test/manifests"
 	"github.com/packline/packline/test/regtest"
 	"github.com/packline/packline/test/sandbox"
 	"github.com/packline/packline/test/sandbox/procnode"
@@ -221,22 +219,14 @@ exec "` + manager + `" "$@" --metrics-bind-address=0 --health-probe-bind-address
 // every object as `kubectl apply --server-side -k` would.
 func deploy(t *testing.T, s *sandbox.Sandbox, root string, images map[string]image) {
 	t.Helper()
-	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "config", "default"))
+	rendered, err := manifests.Render(filepath.Join(root, "config", "default"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Namespaces first, as kubectl orders them, so the objects in them can
 	// be created.
 	var objs []*unstructured.Unstructured
-	for _, res := range resMap.Resources() {
-		b, err := res.AsYAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(b, &u.Object); err != nil {
-			t.Fatal(err)
-		}
+	for _, u := range rendered {
 		if u.GetKind() == "Deployment" {
 			pointAtImages(t, u, images)
 		}

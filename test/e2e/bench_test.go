@@ -51,11 +51,12 @@ func BenchmarkApplyToReadyOverhead(b *testing.B) {
 // waitReadyFast polls more often than waitReady, for timing.
 func waitReadyFast(b *testing.B, a *v1alpha1.Artifact) {
 	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for ; time.Now().Before(deadline); <-tick.C {
 		if err := sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a); err == nil && isTrue(&a.Status, "Ready") {
 			return
 		}
-		time.Sleep(10 * time.Millisecond) // a timing loop, not synchronisation: the deadline bounds it
 	}
 	b.Fatalf("%s not Ready: %+v (logs in %s)", a.Name, a.Status, sb.Logs())
 }
@@ -167,13 +168,14 @@ func createAll(b *testing.B, objs []client.Object, workers int) {
 // waitJobs polls the Job count (metadata only, to keep the poll cheap).
 func waitJobs(b *testing.B, ns string, n int) {
 	deadline := time.Now().Add(15 * time.Minute)
-	for time.Now().Before(deadline) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for ; time.Now().Before(deadline); <-tick.C {
 		var l metav1.PartialObjectMetadataList
 		l.SetGroupVersionKind(batchv1.SchemeGroupVersion.WithKind("JobList"))
 		if err := sb.Client.List(context.Background(), &l, client.InNamespace(ns)); err == nil && len(l.Items) >= n {
 			return
 		}
-		time.Sleep(100 * time.Millisecond) // a timing loop bounded by the deadline
 	}
 	b.Fatalf("fewer than %d Jobs in %s after 15m (logs in %s)", n, ns, sb.Logs())
 }

@@ -9,7 +9,6 @@
 package gitserver
 
 import (
-	"io/fs"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
@@ -27,6 +26,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/packline/packline/test/fixtures"
 )
 
 // Epoch is the commit time of the first commit; each later commit is one
@@ -214,22 +214,7 @@ func build(t testing.TB, gitDir, wtDir string, commits []Commit) ([]string, []ti
 
 func copyTree(t testing.TB, src, dst string) {
 	t.Helper()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		writeFile(t, filepath.Join(dst, rel), b)
-		return nil
-	})
-	if err != nil {
+	if err := fixtures.CopyTree(src, dst); err != nil {
 		t.Fatalf("copy fixture %s: %v", src, err)
 	}
 }

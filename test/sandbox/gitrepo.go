@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -17,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/packline/packline/test/fixtures"
 )
 
 // GitRepo is a fixture tree committed once and served over Git's smart
@@ -42,7 +42,7 @@ func ServeGitRepo(dir, name, tree string) (*GitRepo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := copyTree(tree, wt); err != nil {
+	if err := fixtures.CopyTree(tree, wt); err != nil {
 		return nil, err
 	}
 	w, err := repo.Worktree()
@@ -79,24 +79,3 @@ func ServeGitRepo(dir, name, tree string) (*GitRepo, error) {
 
 // Close stops serving.
 func (g *GitRepo) Close() error { return g.srv.Close() }
-
-func copyTree(src, dst string) error {
-	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(src, p)
-		if err != nil {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		out := filepath.Join(dst, rel)
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(out, b, 0o644)
-	})
-}
