@@ -33,6 +33,7 @@ func (w *ClaimWrapper) Obj() *v1alpha1.Claim { return &w.Claim }
 func makeTemplate(name string) *v1alpha1.ClaimTemplate {
 	return &v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClaimTemplateSpec{
 		Source:           v1alpha1.TemplateSource{URL: "https://git.example.com/tpl.git", Ref: "main", Path: "apps/code-server/base"},
+		Kinds:            []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
 		ValuesSchema:     &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3}}}`)},
 		Parameters:       []v1alpha1.ParameterBinding{{Value: "replicas", Kind: v1alpha1.BindingReplicas, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
 		RepositoryPrefix: "registry.example.com/claims",

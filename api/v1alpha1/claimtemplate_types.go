@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -18,10 +19,23 @@ const (
 
 // TemplateSource is a Kustomize target in Git.
 type TemplateSource struct {
-	// url of the Git repository (https://, http:// or ssh://).
+	// url of the Git repository (https://, http:// or ssh://). It must not
+	// carry credentials: a URL is copied into Jobs and status, so a private
+	// repository's credentials go in secretRef instead.
 	// +kubebuilder:validation:Pattern=`^(https?|ssh)://`
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https?://[^/?#]*@')",message="url must not embed credentials (user:password@ or token@): put them in a Secret and name it in spec.source.secretRef"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^ssh://[^/@]*:[^/@]*@')",message="url must not embed a password: put an ssh-privatekey and known_hosts in a Secret and name it in spec.source.secretRef"
 	URL string `json:"url"`
+
+	// secretRef names a Secret in the manager's template namespace (the
+	// --template-namespace flag, by default the manager's own namespace)
+	// with the repository's credentials: "token", or "username" and
+	// "password", or "ssh-privatekey" and "known_hosts". Tenants never see
+	// it: Claims of a template with credentials render in the template
+	// namespace, not in the Claim's, and push with spec.pushSecretRef.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 
 	// ref is a branch, tag or commit SHA; the resolved commit is recorded on each Claim.
 	// +optional
@@ -123,21 +137,67 @@ type Generator struct {
 	Values []string `json:"values"`
 }
 
-// Access says who may claim a template.
+// Access says who may claim a template. Every rule must hold.
 type Access struct {
 	// namespaceSelector limits claims to namespaces with matching labels; empty allows every namespace.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
-	// groups limits claims to users in one of these groups (checked by the admission webhook).
+	// groups limits claims to users in one of these groups. The admission
+	// webhook records who asked; without it such a template cannot be
+	// claimed (the Claim stalls with EntitlementUnverified).
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Groups []string `json:"groups,omitempty"`
+
+	// requireClaimVerb (default true) requires the requester to hold the
+	// RBAC verb "claim" on this ClaimTemplate (resource "claimtemplates" in
+	// group packline.dev, resourceName the template's name), granted with a
+	// ClusterRole and a RoleBinding in the tenant's namespace. Set false to
+	// let anyone who may create Claims in a selected namespace claim it.
+	// +optional
+	// +kubebuilder:default=true
+	RequireClaimVerb *bool `json:"requireClaimVerb,omitempty"`
+}
+
+// ClaimVerbRequired reports whether claiming needs the RBAC verb "claim".
+func (a Access) ClaimVerbRequired() bool { return a.RequireClaimVerb == nil || *a.RequireClaimVerb }
+
+// RenderedKind is a kind of object a template may render.
+type RenderedKind struct {
+	// group is the API group; empty for the core group (Service, ConfigMap, Secret).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// kind, for example "Deployment".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+}
+
+// String is "Kind.group", or "Kind" for the core group.
+func (k RenderedKind) String() string {
+	if k.Group == "" {
+		return k.Kind
+	}
+	return k.Kind + "." + k.Group
 }
 
 // ClaimTemplateSpec is a workload template published by a platform admin.
 type ClaimTemplateSpec struct {
 	// source is the Kustomize base in Git.
 	Source TemplateSource `json:"source"`
+
+	// kinds are every kind this template may render, generated ConfigMaps
+	// and Secrets included. The admission webhook requires the requester to
+	// be allowed to create each of them in the Claim's namespace (the GitOps
+	// tool that applies the output usually holds more rights than the
+	// tenant), and a render whose output holds any other kind fails with
+	// reason UndeclaredKind.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Kinds []RenderedKind `json:"kinds"`
 
 	// components are Kustomize component paths (relative to the repository root) always applied.
 	// +optional
@@ -180,7 +240,19 @@ type ClaimTemplateSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=200
 	RepositoryPrefix string `json:"repositoryPrefix,omitempty"`
+
+	// pushSecretRef names a dockerconfigjson Secret in the template
+	// namespace for pushing the renders of a template with
+	// spec.source.secretRef. Such Claims always push to
+	// "<repositoryPrefix>/<namespace>/<name>": they may set only the tag
+	// and the plain-HTTP and TLS flags of spec.target.
+	// +optional
+	PushSecretRef *corev1.LocalObjectReference `json:"pushSecretRef,omitempty"`
 }
+
+// Private reports whether the template's repository needs credentials, so
+// its Claims render in the template namespace.
+func (t *ClaimTemplateSpec) Private() bool { return t.Source.SecretRef != nil }
 
 // ClaimTemplateStatus is the observed state of a ClaimTemplate.
 type ClaimTemplateStatus struct {

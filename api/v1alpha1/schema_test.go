@@ -43,6 +43,7 @@ func profile(name, spec string) string {
 	return fmt.Sprintf("apiVersion: packline.dev/v1alpha1\nkind: EnvironmentProfile\nmetadata: {name: %s}\nspec:\n%s", name, spec)
 }
 
+const kinds = "  kinds: [{group: apps, kind: Deployment}, {kind: Service}]\n"
 const hf = "  source: {huggingFace: {repo: Qwen/Qwen2.5-0.5B}}\n"
 const target = "  target: {repository: registry.example.com/team/qwen}\n"
 
@@ -80,11 +81,16 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"claim host with LoadBalancer", claim("c6", "  templateRef: {name: code-server}\n  exposure: {type: LoadBalancer, host: a.example.com}\n"), "spec.exposure.host"},
 		{"claim missing templateRef", claim("c7", "  values: {a: 1}\n"), "spec.templateRef"},
 		{"claim bad exposure type", claim("c8", "  templateRef: {name: t}\n  exposure: {type: HostPort}\n"), "spec.exposure.type"},
-		{"template valid", template("code-server", "  source: {url: 'https://git.example.com/tpl.git', ref: main, path: apps/code-server/base}\n  valuesSchema: {type: object, properties: {replicas: {type: integer}}}\n  exposures: [{type: ClusterIP}, {type: Ingress, component: apps/code-server/components/ingress}]\n  parameters: [{value: replicas, kind: Replicas, target: {kind: Deployment, name: code-server}}]\n"), ""},
+		{"template valid", template("code-server", "  source: {url: 'https://git.example.com/tpl.git', ref: main, path: apps/code-server/base}\n"+kinds+"  valuesSchema: {type: object, properties: {replicas: {type: integer}}}\n  exposures: [{type: ClusterIP}, {type: Ingress, component: apps/code-server/components/ingress}]\n  parameters: [{value: replicas, kind: Replicas, target: {kind: Deployment, name: code-server}}]\n"), ""},
 		{"template missing path", template("nopath", "  source: {url: 'https://git.example.com/tpl.git'}\n"), "spec.source.path"},
-		{"template bad url", template("badurl", "  source: {url: 'file:///etc', path: a}\n"), "spec.source.url"},
-		{"template field binding needs fieldPath", template("fp", "  source: {url: 'https://g/t', path: a}\n  parameters: [{value: x, kind: Field, target: {kind: Deployment, name: d}}]\n"), "spec.parameters[0].fieldPath"},
-		{"template duplicate exposure", template("dup", "  source: {url: 'https://g/t', path: a}\n  exposures: [{type: Ingress}, {type: Ingress}]\n"), "spec.exposures[1]"},
+		{"template bad url", template("badurl", "  source: {url: 'file:///etc', path: a}\n"+kinds), "spec.source.url"},
+		{"template url with password", template("userinfo", "  source: {url: 'https://bob:s3cret@git.example.com/t.git', path: a}\n"+kinds), "spec.source.url"},
+		{"template url with token", template("token", "  source: {url: 'https://ghp_abc@git.example.com/t.git', path: a}\n"+kinds), "spec.source.url"},
+		{"template ssh url with password", template("sshpw", "  source: {url: 'ssh://git:pw@git.example.com/t.git', path: a}\n"+kinds), "spec.source.url"},
+		{"template ssh url with user", template("sshuser", "  source: {url: 'ssh://git@git.example.com/t.git', path: a, secretRef: {name: deploy-key}}\n"+kinds), ""},
+		{"template without kinds", template("nokinds", "  source: {url: 'https://g/t', path: a}\n"), "spec.kinds"},
+		{"template field binding needs fieldPath", template("fp", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  parameters: [{value: x, kind: Field, target: {kind: Deployment, name: d}}]\n"), "spec.parameters[0].fieldPath"},
+		{"template duplicate exposure", template("dup", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  exposures: [{type: Ingress}, {type: Ingress}]\n"), "spec.exposures[1]"},
 		{"profile valid", profile("gpu", "  namespaceSelector: {matchLabels: {site: a}}\n  priority: 10\n  storageClassName: fast\n  runtimeClassName: nvidia\n  tolerations: [{key: gpu, operator: Exists}]\n"), ""},
 		{"profile negative priority", profile("neg", "  namespaceSelector: {}\n  priority: -1\n"), "spec.priority"},
 		{"profile missing selector", profile("nosel", "  priority: 1\n"), "spec.namespaceSelector"},

@@ -22,6 +22,7 @@ func TestClaimReadyWithPullableDigest(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "code-server-" + ns},
 		Spec: v1alpha1.ClaimTemplateSpec{
 			Source:  v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/code-server/base"},
+			Kinds:   []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
 			Service: "code-server",
 			ValuesSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","additionalProperties":false,
 				"properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`)},

@@ -1,0 +1,20 @@
+package v1alpha1
+
+// Annotations the admission webhook owns on Claims and Artifacts. Users
+// cannot set or change them: the mutating webhook overwrites them on every
+// create and every spec change, and restores them on any other update.
+const (
+	// AnnotationRequester records who created the resource or last changed
+	// its spec, as JSON: {"username":…,"uid":…,"groups":[…]}. The controller
+	// re-checks that user's rights before each render.
+	AnnotationRequester = "packline.dev/requester"
+
+	// AnnotationRequesterSeal is an HMAC-SHA256, keyed from the webhook's
+	// serving key, over the namespace, name, requester and spec. It is how
+	// the controller tells a requester written by the webhook from one a
+	// user wrote while the webhook was off.
+	AnnotationRequesterSeal = "packline.dev/requester-seal"
+)
+
+// ClaimVerb is the RBAC verb on claimtemplates that grants claiming one.
+const ClaimVerb = "claim"
