@@ -30,7 +30,7 @@ $(CONTROLLER_GEN):
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Write CRDs and RBAC from the API markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=packline-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=packline-manager webhook paths=./controllers/... output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Write deepcopy code.

@@ -86,3 +86,55 @@ func TargetRepository(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) (string, e
 	}
 	return "", fmt.Errorf("spec.target.repository: not set, and ClaimTemplate %s has no spec.repositoryPrefix", tpl.Name)
 }
+
+// Reasons a Claim does not fit its template.
+const (
+	ReasonAccessDenied       = "AccessDenied"
+	ReasonExposureNotOffered = "ExposureNotOffered"
+	ReasonInvalidTemplate    = "InvalidTemplate"
+	ReasonInvalidValues      = "InvalidValues"
+	ReasonNoTarget           = "NoTargetRepository"
+)
+
+// Violation is one rule a Claim breaks.
+type Violation struct {
+	Reason string
+	Err    error
+}
+
+// Violations checks a Claim against its template and namespace, in the
+// order the controller reports them: access, exposure, the template's
+// schema, values, target. The webhook reports them all; the controller
+// stops at the first.
+func Violations(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[string]string) []Violation {
+	var out []Violation
+	add := func(reason string, err error) {
+		if err != nil {
+			out = append(out, Violation{Reason: reason, Err: err})
+		}
+	}
+	add(ReasonAccessDenied, CheckAccess(tpl, c.Namespace, nsLabels))
+	_, err := CheckExposure(tpl, c.Spec.Exposure)
+	add(ReasonExposureNotOffered, err)
+	schema, err := CompileSchema(tpl.Spec.ValuesSchema)
+	if err != nil {
+		add(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s: %w", tpl.Name, err))
+	} else {
+		add(ReasonInvalidValues, ValidateValues(schema, c.Spec.Values))
+	}
+	_, err = TargetRepository(tpl, c)
+	add(ReasonNoTarget, err)
+	return out
+}
+
+// Admissible joins every violation into one error for an admission denial.
+func Admissible(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[string]string) error {
+	var msgs []string
+	for _, v := range Violations(c, tpl, nsLabels) {
+		msgs = append(msgs, v.Err.Error())
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}

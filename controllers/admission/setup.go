@@ -1,0 +1,34 @@
+package admission
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/packline/packline/controllers/entitlement"
+)
+
+// Setup registers the four webhooks on mgr's webhook server. certDir holds
+// the serving certificate; the requester seal's key is derived from it (see
+// entitlement.NewCertDirSealer), so the controller reading the same folder
+// verifies what the webhook sealed.
+func Setup(mgr ctrl.Manager, certDir string) error {
+	return Register(mgr, entitlement.NewCertDirSealer(certDir))
+}
+
+// Register is Setup with a given sealer (tests).
+func Register(mgr ctrl.Manager, sealer *entitlement.Sealer) error {
+	dec := admission.NewDecoder(mgr.GetScheme())
+	checker := &entitlement.Checker{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+	claimChecks := &claimChecker{client: mgr.GetClient(), checker: checker}
+	srv := mgr.GetWebhookServer()
+	for path, h := range map[string]admission.Handler{
+		MutateClaimPath:      &Stamper{kind: claimKind, decoder: dec, sealer: sealer},
+		MutateArtifactPath:   &Stamper{kind: artifactKind, decoder: dec, sealer: sealer},
+		ValidateClaimPath:    &Validator{kind: claimKind, decoder: dec, sealer: sealer, check: claimChecks.check},
+		ValidateArtifactPath: &Validator{kind: artifactKind, decoder: dec, sealer: sealer, check: checkArtifact(checker)},
+	} {
+		srv.Register(path, &webhook.Admission{Handler: h})
+	}
+	return nil
+}

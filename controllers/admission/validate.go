@@ -1,0 +1,140 @@
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/entitlement"
+)
+
+// +kubebuilder:webhook:path=/validate-packline-dev-v1alpha1-claim,mutating=false,failurePolicy=fail,sideEffects=None,groups=packline.dev,resources=claims,verbs=create;update,versions=v1alpha1,name=vclaim.packline.dev,admissionReviewVersions=v1,timeoutSeconds=10
+// +kubebuilder:webhook:path=/validate-packline-dev-v1alpha1-artifact,mutating=false,failurePolicy=fail,sideEffects=None,groups=packline.dev,resources=artifacts,verbs=create;update,versions=v1alpha1,name=vartifact.packline.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// Validator is the validating webhook of one kind.
+type Validator struct {
+	kind    kindOf
+	decoder admission.Decoder
+	sealer  *entitlement.Sealer
+	// check returns the denial, or warnings for an admitted object.
+	check func(ctx context.Context, obj client.Object, r entitlement.Requester) (warnings []string, err error)
+}
+
+// Handle admits a create or spec change only when the requester is
+// entitled to it. An update that leaves the spec alone needs no new rights.
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	obj := v.kind.new()
+	if err := v.decoder.Decode(req, obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.Operation == admissionv1.Update {
+		old := v.kind.new()
+		if err := v.decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if same, err := sameSpec(v.kind.spec(old), v.kind.spec(obj)); err != nil || same {
+			if err != nil {
+				return admission.Errored(http.StatusBadRequest, err)
+			}
+			return admission.Allowed("")
+		}
+	}
+	r := entitlement.FromUserInfo(req.UserInfo)
+	// The mutating webhook must have recorded exactly this user; anything
+	// else means it did not run (or something rewrote its annotation).
+	got, err := v.sealer.Verify(v.kind.name, obj, v.kind.spec(obj))
+	switch {
+	case errors.Is(err, entitlement.ErrNoKey):
+		return admission.Errored(http.StatusServiceUnavailable, err)
+	case err != nil:
+		return admission.Denied(fmt.Sprintf("metadata.annotations[%s]: %v; it is written by packline's mutating webhook only, remove it from your manifest", v1alpha1.AnnotationRequester, err))
+	case got.Username != r.Username:
+		return admission.Denied(fmt.Sprintf("metadata.annotations[%s] names %q, not the requesting user %q", v1alpha1.AnnotationRequester, got.Username, r.Username))
+	}
+	warnings, err := v.check(ctx, obj, r)
+	if err != nil {
+		var denied *entitlement.Denied
+		var invalid *invalidError
+		switch {
+		case errors.As(err, &denied), errors.As(err, &invalid):
+			return admission.Denied(err.Error()).WithWarnings(warnings...)
+		default:
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// invalidError is input the user must fix (as opposed to an API error).
+type invalidError struct{ msgs []string }
+
+func (e *invalidError) Error() string { return strings.Join(e.msgs, "; ") }
+
+// claimChecker holds what the Claim checks read.
+type claimChecker struct {
+	client  client.Reader
+	checker *entitlement.Checker
+}
+
+// check runs, for a Claim: the template's existence (a missing one only
+// warns, so GitOps may apply a Claim before its template; the controller
+// checks again when it appears), the namespace selector, the exposure, the
+// values schema, the groups and every RBAC right. All problems are reported
+// together, each naming its field.
+func (c *claimChecker) check(ctx context.Context, obj client.Object, r entitlement.Requester) ([]string, error) {
+	claim := obj.(*v1alpha1.Claim)
+	tpl := &v1alpha1.ClaimTemplate{}
+	err := c.client.Get(ctx, client.ObjectKey{Name: claim.Spec.TemplateRef.Name}, tpl)
+	if apierrors.IsNotFound(err) {
+		return []string{fmt.Sprintf("spec.templateRef: ClaimTemplate %q does not exist yet; the Claim waits for it, and is checked against it when it appears", claim.Spec.TemplateRef.Name)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ns := &corev1.Namespace{}
+	if err := c.client.Get(ctx, client.ObjectKey{Name: claim.Namespace}, ns); err != nil {
+		return nil, err
+	}
+	invalid := &invalidError{}
+	if err := claims.Admissible(claim, tpl, ns.Labels); err != nil {
+		invalid.msgs = append(invalid.msgs, err.Error())
+	}
+	if err := entitlement.InGroups(r, tpl); err != nil {
+		invalid.msgs = append(invalid.msgs, err.Error())
+	}
+	rights, err := c.checker.ClaimRights(claim, tpl)
+	if err != nil {
+		invalid.msgs = append(invalid.msgs, err.Error())
+	}
+	if err := c.checker.Check(ctx, r, rights); err != nil {
+		var denied *entitlement.Denied
+		if !errors.As(err, &denied) {
+			return nil, err
+		}
+		invalid.msgs = append(invalid.msgs, err.Error())
+	}
+	if len(invalid.msgs) > 0 {
+		return nil, invalid
+	}
+	return nil, nil
+}
+
+// checkArtifact: every Secret and PVC the Artifact names must be readable
+// by the requester.
+func checkArtifact(checker *entitlement.Checker) func(context.Context, client.Object, entitlement.Requester) ([]string, error) {
+	return func(ctx context.Context, obj client.Object, r entitlement.Requester) ([]string, error) {
+		return nil, checker.Check(ctx, r, entitlement.ArtifactRights(obj.(*v1alpha1.Artifact)))
+	}
+}

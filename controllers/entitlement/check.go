@@ -1,0 +1,188 @@
+package entitlement
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+// Right is one permission a spec needs, and the field that needs it.
+type Right struct {
+	// Field is the spec field that asks for the right, e.g. "spec.target.pushSecretRef".
+	Field string
+	// Why says what the right is for, in the denial.
+	Why  string
+	Attr authorizationv1.ResourceAttributes
+}
+
+// Denied lists every missing right; it is the error of Check.
+type Denied struct {
+	Requester string
+	Missing   []string
+}
+
+func (d *Denied) Error() string {
+	return fmt.Sprintf("user %q is not entitled to this: %s", d.Requester, strings.Join(d.Missing, "; "))
+}
+
+// Checker asks the API server, through SubjectAccessReviews, whether a
+// requester holds rights. Reviews run concurrently: admission latency is
+// the slowest review, not their sum.
+type Checker struct {
+	Client client.Client
+	Mapper meta.RESTMapper
+}
+
+// Check reviews every right for r and returns *Denied naming each missing
+// one, or nil.
+func (c *Checker) Check(ctx context.Context, r Requester, rights []Right) error {
+	allowed := make([]bool, len(rights))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, right := range rights {
+		g.Go(func() error {
+			attr := right.Attr
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: r.Username, UID: r.UID, Groups: r.Groups, ResourceAttributes: &attr,
+			}}
+			if err := c.Client.Create(gctx, sar); err != nil {
+				return fmt.Errorf("SubjectAccessReview for %s: %w", right.Field, err)
+			}
+			allowed[i] = sar.Status.Allowed
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	d := &Denied{Requester: r.Username}
+	for i, right := range rights {
+		if !allowed[i] {
+			d.Missing = append(d.Missing, fmt.Sprintf("%s: %s needs %s", right.Field, right.Why, describe(right.Attr)))
+		}
+	}
+	if len(d.Missing) > 0 {
+		return d
+	}
+	return nil
+}
+
+// describe spells a right the way an admin writes it in a Role.
+func describe(a authorizationv1.ResourceAttributes) string {
+	res := a.Resource
+	if a.Group != "" {
+		res += "." + a.Group
+	}
+	s := fmt.Sprintf("%q on %s", a.Verb, res)
+	if a.Name != "" {
+		s += fmt.Sprintf(" named %q", a.Name)
+	}
+	if a.Namespace != "" {
+		s += " in namespace " + a.Namespace
+	}
+	return s
+}
+
+// InGroups enforces a template's spec.access.groups for r.
+func InGroups(r Requester, tpl *v1alpha1.ClaimTemplate) error {
+	groups := tpl.Spec.Access.Groups
+	if len(groups) == 0 {
+		return nil
+	}
+	for _, g := range groups {
+		if slices.Contains(r.Groups, g) {
+			return nil
+		}
+	}
+	return &Denied{Requester: r.Username, Missing: []string{fmt.Sprintf(
+		"spec.templateRef: ClaimTemplate %s may be claimed only by members of the groups in its spec.access.groups (%s)",
+		tpl.Name, strings.Join(groups, ", "))}}
+}
+
+// ClaimRights are the rights a Claim needs beyond creating it: the claim
+// verb on its template, create on every kind the template renders (the
+// GitOps tool that applies the output usually holds more rights than the
+// tenant), and get on every Secret the spec names. A declared kind this
+// cluster does not serve is an error naming it.
+func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) ([]Right, error) {
+	ns := claim.Namespace
+	var rights []Right
+	if tpl.Spec.Access.ClaimVerbRequired() {
+		rights = append(rights, Right{Field: "spec.templateRef", Why: "claiming ClaimTemplate " + tpl.Name,
+			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: v1alpha1.ClaimVerb,
+				Group: v1alpha1.GroupVersion.Group, Resource: "claimtemplates", Name: tpl.Name}})
+	}
+	var unknown []string
+	for _, k := range tpl.Spec.Kinds {
+		m, err := c.Mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
+		if err != nil {
+			unknown = append(unknown, k.String())
+			continue
+		}
+		attr := authorizationv1.ResourceAttributes{Verb: "create", Group: k.Group, Resource: m.Resource.Resource}
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			attr.Namespace = ns
+		}
+		rights = append(rights, Right{Field: "spec.templateRef", Why: fmt.Sprintf("ClaimTemplate %s renders %s", tpl.Name, k), Attr: attr})
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
+	}
+	if t := claim.Spec.Target; t != nil {
+		rights = append(rights, secretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+	}
+	return rights, nil
+}
+
+// ArtifactRights are get on every Secret and PVC an Artifact names: without
+// them, creating an Artifact would let a user send any Secret of the
+// namespace to an endpoint of their choice.
+func ArtifactRights(a *v1alpha1.Artifact) []Right {
+	ns, src := a.Namespace, a.Spec.Source
+	var rights []Right
+	add := func(field, name string) {
+		if name != "" {
+			rights = append(rights, secretRight(ns, field, name))
+		}
+	}
+	if hf := src.HuggingFace; hf != nil && hf.TokenSecretRef != nil {
+		add("spec.source.huggingFace.tokenSecretRef", hf.TokenSecretRef.Name)
+	}
+	if g := src.Git; g != nil && g.SecretRef != nil {
+		add("spec.source.git.secretRef", g.SecretRef.Name)
+	}
+	if o := src.OCI; o != nil && o.PullSecretRef != nil {
+		add("spec.source.oci.pullSecretRef", o.PullSecretRef.Name)
+	}
+	if v := src.Volume; v != nil {
+		rights = append(rights, Right{Field: "spec.source.volume.claimName", Why: "reading PersistentVolumeClaim " + v.ClaimName,
+			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "persistentvolumeclaims", Name: v.ClaimName}})
+	}
+	t := a.Spec.Target
+	return append(rights, secretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+}
+
+func secretRights(ns, prefix string, push, ca *corev1.LocalObjectReference) []Right {
+	var rights []Right
+	if push != nil && push.Name != "" {
+		rights = append(rights, secretRight(ns, prefix+".pushSecretRef", push.Name))
+	}
+	if ca != nil && ca.Name != "" {
+		rights = append(rights, secretRight(ns, prefix+".caSecretRef", ca.Name))
+	}
+	return rights
+}
+
+func secretRight(ns, field, name string) Right {
+	return Right{Field: field, Why: "using Secret " + name,
+		Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "secrets", Name: name}}
+}
