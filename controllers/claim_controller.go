@@ -17,6 +17,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
 )
@@ -38,6 +39,10 @@ const templateRefIndex = "spec.templateRef.name"
 type ClaimReconciler struct {
 	Client   client.Client
 	Pipeline *pipeline.Pipeline
+	// Sealer verifies the requester the admission webhook recorded; nil
+	// when the manager runs without webhooks.
+	Sealer  *entitlement.Sealer
+	Checker *entitlement.Checker
 }
 
 // +kubebuilder:rbac:groups=packline.dev,resources=claims,verbs=get;list;watch;update;patch
@@ -58,7 +63,11 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if err != nil {
 			return pipeline.Work{}, err
 		}
-		return ClaimWork(c, in)
+		work, err := ClaimWork(c, in)
+		if err != nil {
+			return work, err
+		}
+		return work, r.entitle(ctx, c, in.Template, work)
 	})
 }
 

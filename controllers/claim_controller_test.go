@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"k8s.io/utils/ptr"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -37,6 +38,9 @@ func makeTemplate(name string) *v1alpha1.ClaimTemplate {
 		ValuesSchema:     &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3}}}`)},
 		Parameters:       []v1alpha1.ParameterBinding{{Value: "replicas", Kind: v1alpha1.BindingReplicas, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
 		RepositoryPrefix: "registry.example.com/claims",
+		// These tests drive the pipeline without the admission webhook;
+		// controllers/admission tests entitlement with it.
+		Access: v1alpha1.Access{RequireClaimVerb: ptr.To(false)},
 	}}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 )
 
@@ -33,8 +34,18 @@ func CacheOptions() cache.Options {
 	}}
 }
 
+// Option changes what Setup wires.
+type Option func(*ClaimReconciler)
+
+// WithRequesterSealer lets the Claim controller trust the requester that
+// the admission webhook recorded (see controllers/entitlement). Without it,
+// Claims of templates that restrict who may claim them do not render.
+func WithRequesterSealer(s *entitlement.Sealer) Option {
+	return func(r *ClaimReconciler) { r.Sealer = s }
+}
+
 // Setup registers every reconciler with mgr.
-func Setup(mgr ctrl.Manager, cfg pipeline.Config) error {
+func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	newPipeline := func(kind string) *pipeline.Pipeline {
 		return &pipeline.Pipeline{
 			Client:    mgr.GetClient(),
@@ -47,7 +58,12 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config) error {
 	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim")}).SetupWithManager(mgr); err != nil {
+	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"),
+		Checker: &entitlement.Checker{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}}
+	for _, o := range opts {
+		o(claims)
+	}
+	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&ClaimTemplateReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)

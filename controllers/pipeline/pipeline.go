@@ -89,6 +89,9 @@ type Blocked struct {
 	Permanent bool
 	// InputsHash identifies what was checked, so that fixing it starts a new run.
 	InputsHash string
+	// RetryAfter, when set, checks again after this long: for a cause no
+	// watch sees fixed (for example an RBAC grant).
+	RetryAfter time.Duration
 }
 
 func (b *Blocked) Error() string { return b.Reason + ": " + b.Message }

@@ -113,13 +113,14 @@ func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, erro
 		return ctrl.Result{}, nil
 	}
 	s.stop = true
+	again := ctrl.Result{RequeueAfter: s.blocked.RetryAfter}
 	if s.blocked.Permanent {
 		p.fail(s, s.blocked.Reason, s.blocked.Message)
-		return ctrl.Result{}, nil
+		return again, nil
 	}
 	s.status.Phase = v1alpha1.PhasePending
 	setProgress(s.status, s.blocked.Reason, s.blocked.Message)
-	return ctrl.Result{}, nil
+	return again, nil
 }
 
 // ensureWorkspace creates the workspace PVC while the run is in progress.
