@@ -17,9 +17,6 @@ const (
 	ReasonEntitlementDenied     = "EntitlementDenied"
 )
 
-// entitlementRecheck is how often a Claim denied for missing rights looks
-// again: no watch tells the controller that an admin granted them.
-const entitlementRecheck = time.Minute
 
 // entitle checks, before a new render starts, that the Claim's requester
 // may still claim its template, create what it renders and use the Secrets
@@ -40,6 +37,9 @@ func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v
 			Message:    fmt.Sprintf(format, args...),
 			InputsHash: pipeline.InputsHash([]byte(work.InputsHash), []byte(reason))}
 	}
+	// No watch tells the controller that an admin granted a missing right,
+	// so a denied Claim looks again at the retry backoff's cap.
+	recheck := r.Pipeline.Config.BackoffCap
 	restricted := tpl.Spec.Access.ClaimVerbRequired() || len(tpl.Spec.Access.Groups) > 0
 	if r.Sealer == nil {
 		if restricted {
@@ -58,16 +58,16 @@ func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v
 		return nil
 	}
 	if err := entitlement.InGroups(req, tpl); err != nil {
-		return blocked(ReasonEntitlementDenied, entitlementRecheck, "%v", err)
+		return blocked(ReasonEntitlementDenied, recheck, "%v", err)
 	}
 	rights, err := r.Checker.ClaimRights(c, tpl)
 	if err != nil {
-		return blocked(ReasonEntitlementDenied, entitlementRecheck, "%v", err)
+		return blocked(ReasonEntitlementDenied, recheck, "%v", err)
 	}
 	err = r.Checker.Check(ctx, req, rights)
 	var denied *entitlement.Denied
 	if errors.As(err, &denied) {
-		return blocked(ReasonEntitlementDenied, entitlementRecheck, "%v (checked again every %s)", err, entitlementRecheck)
+		return blocked(ReasonEntitlementDenied, recheck, "%v (checked again every %s)", err, recheck)
 	}
 	return err
 }

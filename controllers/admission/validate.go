@@ -111,19 +111,24 @@ func (c *claimChecker) check(ctx context.Context, obj client.Object, r entitleme
 	if err := claims.Admissible(claim, tpl, ns.Labels); err != nil {
 		invalid.msgs = append(invalid.msgs, err.Error())
 	}
-	if err := entitlement.InGroups(r, tpl); err != nil {
-		invalid.msgs = append(invalid.msgs, err.Error())
-	}
 	rights, err := c.checker.ClaimRights(claim, tpl)
 	if err != nil {
 		invalid.msgs = append(invalid.msgs, err.Error())
 	}
+	// Group membership and RBAC rights are reported as one denial.
+	missing := &entitlement.Denied{Requester: r.Username}
+	var denied *entitlement.Denied
+	if err := entitlement.InGroups(r, tpl); errors.As(err, &denied) {
+		missing.Missing = append(missing.Missing, denied.Missing...)
+	}
 	if err := c.checker.Check(ctx, r, rights); err != nil {
-		var denied *entitlement.Denied
 		if !errors.As(err, &denied) {
 			return nil, err
 		}
-		invalid.msgs = append(invalid.msgs, err.Error())
+		missing.Missing = append(missing.Missing, denied.Missing...)
+	}
+	if len(missing.Missing) > 0 {
+		invalid.msgs = append(invalid.msgs, missing.Error())
 	}
 	if len(invalid.msgs) > 0 {
 		return nil, invalid

@@ -49,7 +49,17 @@ func Assets() (string, error) {
 
 // Start runs an apiserver, normally once per test binary from TestMain;
 // stop it with Stop.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(false) }
+
+// StartWithWebhooks also installs config/webhook, pointed at a local
+// webhook server: serve it on Webhook().LocalServingHost/Port with the
+// certificate in Webhook().LocalServingCertDir.
+func StartWithWebhooks() (*Env, error) { return start(true) }
+
+// Webhook is where the webhook server must listen (StartWithWebhooks).
+func (e *Env) Webhook() *envtest.WebhookInstallOptions { return &e.env.WebhookInstallOptions }
+
+func start(webhooks bool) (*Env, error) {
 	assets, err := Assets()
 	if err != nil {
 		return nil, err
@@ -58,6 +68,9 @@ func Start() (*Env, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
+	}
+	if webhooks {
+		e.WebhookInstallOptions.Paths = []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")}
 	}
 	cfg, err := e.Start()
 	if err != nil {
@@ -73,8 +86,13 @@ func Start() (*Env, error) {
 
 // Main is a TestMain body: it starts the control plane, runs the tests and
 // stops it, and exits with the tests' code.
-func Main(m *testing.M, env **Env) {
-	e, err := Start()
+func Main(m *testing.M, env **Env) { run(m, env, Start) }
+
+// MainWithWebhooks is Main with StartWithWebhooks.
+func MainWithWebhooks(m *testing.M, env **Env) { run(m, env, StartWithWebhooks) }
+
+func run(m *testing.M, env **Env, startFn func() (*Env, error)) {
+	e, err := startFn()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
