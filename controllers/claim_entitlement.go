@@ -17,7 +17,6 @@ const (
 	ReasonEntitlementDenied     = "EntitlementDenied"
 )
 
-
 // entitle checks, before a new render starts, that the Claim's requester
 // may still claim its template, create what it renders and use the Secrets
 // it names. The admission webhook checked this at apply time; the template

@@ -46,6 +46,12 @@ func testConfig() pipeline.Config {
 // until stop is called (or the test ends).
 func startManager(t *testing.T, tweaks ...func(*pipeline.Config)) (stop func()) {
 	t.Helper()
+	return startManagerWith(t, nil, tweaks...)
+}
+
+// startManagerWith is startManager with controllers.Setup options.
+func startManagerWith(t *testing.T, opts []controllers.Option, tweaks ...func(*pipeline.Config)) (stop func()) {
+	t.Helper()
 	cfg := testConfig()
 	for _, tweak := range tweaks {
 		tweak(&cfg)
@@ -61,7 +67,7 @@ func startManager(t *testing.T, tweaks ...func(*pipeline.Config)) (stop func()) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controllers.Setup(mgr, cfg); err != nil {
+	if err := controllers.Setup(mgr, cfg, opts...); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
