@@ -58,8 +58,11 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"),
-		Checker: &entitlement.Checker{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}}
+	checker, err := entitlement.NewChecker(mgr.GetConfig(), mgr.GetRESTMapper(), mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"), Checker: checker}
 	for _, o := range opts {
 		o(claims)
 	}

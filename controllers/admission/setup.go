@@ -19,7 +19,10 @@ func Setup(mgr ctrl.Manager, certDir string) error {
 // Register is Setup with a given sealer (tests).
 func Register(mgr ctrl.Manager, sealer *entitlement.Sealer) error {
 	dec := admission.NewDecoder(mgr.GetScheme())
-	checker := &entitlement.Checker{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+	checker, err := entitlement.NewChecker(mgr.GetConfig(), mgr.GetRESTMapper(), mgr.GetScheme())
+	if err != nil {
+		return err
+	}
 	claimChecks := &claimChecker{client: mgr.GetClient(), checker: checker}
 	srv := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{

@@ -2,15 +2,20 @@ package entitlement
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -37,10 +42,65 @@ func (d *Denied) Error() string {
 
 // Checker asks the API server, through SubjectAccessReviews, whether a
 // requester holds rights. Reviews run concurrently: admission latency is
-// the slowest review, not their sum.
+// the slowest review, not their sum. Decisions are kept for CacheTTL, as
+// the API server's own webhook authorizer does, so a tenant applying many
+// Claims pays for each distinct right once.
 type Checker struct {
 	Client client.Client
 	Mapper meta.RESTMapper
+	// CacheTTL keeps decisions this long; zero disables the cache.
+	CacheTTL time.Duration
+
+	mu    sync.Mutex
+	cache map[string]decision
+}
+
+type decision struct {
+	allowed bool
+	at      time.Time
+}
+
+// DefaultCacheTTL is short enough that a grant or a revocation is seen
+// within seconds.
+const DefaultCacheTTL = 10 * time.Second
+
+// NewChecker reviews through a client of its own, with the default cache.
+// SubjectAccessReviews touch no storage, so they get a rate limit of their
+// own: behind the controllers' client limit, admission latency would
+// depend on how busy the controllers are.
+func NewChecker(cfg *rest.Config, m meta.RESTMapper, scheme *runtime.Scheme) (*Checker, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 200, 400
+	c, err := client.New(cfg, client.Options{Scheme: scheme, Mapper: m})
+	if err != nil {
+		return nil, err
+	}
+	return &Checker{Client: c, Mapper: m, CacheTTL: DefaultCacheTTL}, nil
+}
+
+func (c *Checker) cached(key string) (allowed, ok bool) {
+	if c.CacheTTL <= 0 {
+		return false, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.cache[key]
+	if !ok || time.Since(d.at) > c.CacheTTL {
+		return false, false
+	}
+	return d.allowed, true
+}
+
+func (c *Checker) remember(key string, allowed bool) {
+	if c.CacheTTL <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cache == nil || len(c.cache) > 10000 {
+		c.cache = map[string]decision{}
+	}
+	c.cache[key] = decision{allowed: allowed, at: time.Now()}
 }
 
 // Check reviews every right for r and returns *Denied naming each missing
@@ -49,15 +109,20 @@ func (c *Checker) Check(ctx context.Context, r Requester, rights []Right) error 
 	allowed := make([]bool, len(rights))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, right := range rights {
+		attr := right.Attr
+		spec := authorizationv1.SubjectAccessReviewSpec{User: r.Username, UID: r.UID, Groups: r.Groups, ResourceAttributes: &attr}
+		key, _ := json.Marshal(spec)
+		if ok, hit := c.cached(string(key)); hit {
+			allowed[i] = ok
+			continue
+		}
 		g.Go(func() error {
-			attr := right.Attr
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: r.Username, UID: r.UID, Groups: r.Groups, ResourceAttributes: &attr,
-			}}
+			sar := &authorizationv1.SubjectAccessReview{Spec: spec}
 			if err := c.Client.Create(gctx, sar); err != nil {
 				return fmt.Errorf("SubjectAccessReview for %s: %w", right.Field, err)
 			}
 			allowed[i] = sar.Status.Allowed
+			c.remember(string(key), sar.Status.Allowed)
 			return nil
 		})
 	}
