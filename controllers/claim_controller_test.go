@@ -193,3 +193,21 @@ func TestClaimTemplateStatus(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring("spec.parameters[0].value"))
 	})
 }
+
+// A template declaring a kind the cluster does not serve is not Ready, and
+// says which kind.
+func TestClaimTemplateUnknownKind(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	tpl := makeTemplate(ns + "-widget")
+	tpl.Spec.Kinds = append(tpl.Spec.Kinds, v1alpha1.RenderedKind{Group: "example.com", Kind: "Widget"})
+	create(t, tpl)
+	eventually(t, func(g Gomega) {
+		got := &v1alpha1.ClaimTemplate{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: tpl.Name}, got)).To(Succeed())
+		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Message).To(Equal("spec.kinds: this cluster does not serve Widget.example.com"))
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +23,8 @@ import (
 // broken schema shows on the template rather than only on every Claim.
 type ClaimTemplateReconciler struct {
 	Client client.Client
+	// Mapper tells whether the cluster serves the kinds a template declares.
+	Mapper apimeta.RESTMapper
 }
 
 // +kubebuilder:rbac:groups=packline.dev,resources=claimtemplates/status,verbs=get;update;patch
@@ -35,7 +38,11 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	base := tpl.DeepCopy()
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid",
 		Message: "template is valid", ObservedGeneration: tpl.Generation}
-	if err := ValidateTemplate(tpl); err != nil {
+	err := ValidateTemplate(tpl)
+	if err == nil {
+		err = r.kindsServed(tpl)
+	}
+	if err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalidTemplate, err.Error()
 	}
 	apimeta.SetStatusCondition(&tpl.Status.Conditions, cond)
@@ -70,6 +77,26 @@ func ValidateTemplate(tpl *v1alpha1.ClaimTemplate) error {
 		if strings.Contains(c, "://") || strings.HasPrefix(c, "/") || strings.Contains("/"+c+"/", "/../") {
 			return fmt.Errorf("component %d (%q) must be a path inside the template repository", i, c)
 		}
+	}
+	return nil
+}
+
+// kindsServed fails for a declared kind the cluster does not serve: no
+// claimer could hold the right to create it, so every Claim would be denied.
+// A kind whose CRD is installed later makes the template Ready on its next
+// reconcile.
+func (r *ClaimTemplateReconciler) kindsServed(tpl *v1alpha1.ClaimTemplate) error {
+	if r.Mapper == nil {
+		return nil
+	}
+	var unknown []string
+	for _, k := range tpl.Spec.Kinds {
+		if _, err := r.Mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind}); err != nil {
+			unknown = append(unknown, k.String())
+		}
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("spec.kinds: this cluster does not serve %s", strings.Join(unknown, ", "))
 	}
 	return nil
 }

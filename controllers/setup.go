@@ -69,5 +69,5 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&ClaimTemplateReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)
+	return (&ClaimTemplateReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}).SetupWithManager(mgr)
 }
