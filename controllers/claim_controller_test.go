@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"k8s.io/utils/ptr"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -209,5 +211,25 @@ func TestClaimTemplateUnknownKind(t *testing.T) {
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Message).To(Equal("spec.kinds: this cluster does not serve Widget.example.com"))
+	})
+}
+
+// Values too large for the worker's environment stall the Claim with a
+// message naming the limit, instead of a pod that crashes with E2BIG.
+func TestClaimSpecTooLarge(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	create(t, makeTemplate(ns+"-tpl"))
+	key := client.ObjectKey{Namespace: ns, Name: "huge"}
+	big := strings.Repeat("x", 130<<10)
+	create(t, makeClaim(key.Name, ns, ns+"-tpl").Values(`{"replicas":1,"notes":"`+big+`"}`).Obj())
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		st := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled)
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Reason).To(Equal(pipeline.ReasonSpecTooLarge))
+		g.Expect(st.Message).To(ContainSubstring("over the 96 KiB limit"))
+		g.Expect(st.Message).To(ContainSubstring("spec.values"))
+		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
 	})
 }

@@ -133,6 +133,9 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 	}()
 
 	work, err := prepare(ctx)
+	if err == nil {
+		err = checkSpecSize(work)
+	}
 	var blocked *Blocked
 	switch {
 	case errors.As(err, &blocked):
