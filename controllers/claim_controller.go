@@ -153,8 +153,10 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: c.Spec.Values,
 		Exposure: c.Spec.Exposure, Target: target}
 	var ws pipeline.WorkspaceParams
+	var resources *corev1.ResourceRequirements
 	if profile != nil {
 		doc.Profile = profile.Spec.DeepCopy()
+		resources = profile.Spec.WorkerResources
 		ws.Size = profile.Spec.WorkspaceSize
 		if profile.Spec.StorageClassName != "" {
 			ws.StorageClass = &profile.Spec.StorageClassName
@@ -162,7 +164,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	}
 	return pipeline.Work{
 		Command: "claim", Spec: doc, Mounts: m, InputsHash: hash, Tag: target.Tag,
-		WorkspaceDefaults: ws, Hints: targetHints(t),
+		WorkspaceDefaults: ws, Hints: targetHints(t), Resources: resources,
 	}, nil
 }
 

@@ -2,6 +2,8 @@ package controllers_test
 
 import (
 	"context"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
@@ -232,4 +234,36 @@ func TestClaimSpecTooLarge(t *testing.T) {
 		g.Expect(st.Message).To(ContainSubstring("spec.values"))
 		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
 	})
+}
+
+// The render Job's container gets the manager's default resources, the
+// profile's workerResources over them, and the Claim's spec.resources over
+// both; /tmp is bounded.
+func TestClaimWorkerResources(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	create(t, makeTemplate(ns+"-tpl"))
+	create(t, &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: ns + "-gpu"}, Spec: v1alpha1.EnvironmentProfileSpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		WorkerResources: &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
+		}}})
+	c := makeClaim("res", ns, ns+"-tpl").Obj()
+	c.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}
+	create(t, c)
+	job := waitJob(t, ns, "res", 1, 1)
+	got := job.Spec.Template.Spec.Containers[0].Resources
+	want := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
+	}
+	if !apiequality.Semantic.DeepEqual(want, got) {
+		t.Errorf("worker resources = %v, want %v", got, want)
+	}
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == "tmp" && (v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil) {
+			t.Errorf("tmp emptyDir has no sizeLimit: %+v", v.VolumeSource)
+		}
+	}
 }

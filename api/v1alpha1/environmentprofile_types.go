@@ -60,6 +60,12 @@ type EnvironmentProfileSpec struct {
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
+	// workerResources are the requests and limits of the render Jobs of
+	// Claims in matching namespaces, per resource name over the manager's
+	// defaults; a Claim's spec.resources overrides them.
+	// +optional
+	WorkerResources *corev1.ResourceRequirements `json:"workerResources,omitempty"`
+
 	// labels are added to every rendered object.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`

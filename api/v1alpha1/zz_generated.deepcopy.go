@@ -471,6 +471,11 @@ func (in *EnvironmentProfileSpec) DeepCopyInto(out *EnvironmentProfileSpec) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.WorkerResources != nil {
+		in, out := &in.WorkerResources, &out.WorkerResources
+		*out = new(v1.ResourceRequirements)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Labels != nil {
 		in, out := &in.Labels, &out.Labels
 		*out = make(map[string]string, len(*in))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -30,6 +31,9 @@ func main() {
 	flag.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "Attempt timeout when spec.timeout is unset.")
 	flag.DurationVar(&cfg.JobTTL, "job-ttl", cfg.JobTTL, "ttlSecondsAfterFinished of worker Jobs.")
 	flag.StringVar(&cfg.WorkerServiceAccount, "worker-service-account", cfg.WorkerServiceAccount, "ServiceAccount of worker pods (its token is never mounted).")
+	workerRequests := flag.String("worker-requests", "cpu=250m,memory=256Mi", "Default requests of worker containers (name=quantity,...); a profile's workerResources and spec.resources override them.")
+	workerLimits := flag.String("worker-limits", "memory=2Gi", "Default limits of worker containers (name=quantity,...).")
+	flag.Var(quantityFlag{&cfg.WorkerTmpSize}, "worker-tmp-size", "Size limit of the worker's writable /tmp (an emptyDir).")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
@@ -43,6 +47,13 @@ func main() {
 		fail(fmt.Errorf("--default-retry-limit must not be negative"))
 	}
 	cfg.DefaultRetryLimit = int32(retryLimit)
+	var err error
+	if cfg.WorkerResources.Requests, err = pipeline.ParseResourceList(*workerRequests); err != nil {
+		fail(fmt.Errorf("--worker-requests: %w", err))
+	}
+	if cfg.WorkerResources.Limits, err = pipeline.ParseResourceList(*workerLimits); err != nil {
+		fail(fmt.Errorf("--worker-limits: %w", err))
+	}
 	if cfg.BackoffBase <= 0 || cfg.BackoffCap < cfg.BackoffBase {
 		fail(fmt.Errorf("--backoff-base must be positive and at most --backoff-cap"))
 	}
@@ -80,4 +91,23 @@ func main() {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "packline manager:", err)
 	os.Exit(1)
+}
+
+// quantityFlag is a resource.Quantity flag.
+type quantityFlag struct{ q *resource.Quantity }
+
+func (f quantityFlag) String() string {
+	if f.q == nil {
+		return ""
+	}
+	return f.q.String()
+}
+
+func (f quantityFlag) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	*f.q = q
+	return nil
 }

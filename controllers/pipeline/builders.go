@@ -105,6 +105,8 @@ type JobParams struct {
 	QueueName          string
 	Resources          *corev1.ResourceRequirements
 	ServiceAccountName string
+	// TmpSize bounds the writable /tmp; zero leaves it unbounded.
+	TmpSize resource.Quantity
 }
 
 const workerContainer = "worker"
@@ -141,7 +143,7 @@ func BuildJob(p JobParams) *batchv1.Job {
 	}
 	volumes := append([]corev1.Volume{
 		{Name: "workspace", VolumeSource: workspace},
-		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: tmpDir(p.TmpSize)}},
 	}, p.Volumes...)
 
 	var resources corev1.ResourceRequirements
@@ -205,6 +207,13 @@ func BuildJob(p JobParams) *batchv1.Job {
 		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(p.TTLAfterFinished / time.Second))
 	}
 	return job
+}
+
+func tmpDir(size resource.Quantity) *corev1.EmptyDirVolumeSource {
+	if size.IsZero() {
+		return &corev1.EmptyDirVolumeSource{}
+	}
+	return &corev1.EmptyDirVolumeSource{SizeLimit: &size}
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -186,3 +186,68 @@ func TestBuildJobNamesNoSecretValue(t *testing.T) {
 		t.Fatalf("push secret volume = %+v", push)
 	}
 }
+
+func TestWorkerResources(t *testing.T) {
+	q := resource.MustParse
+	rl := func(kv ...string) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			out[corev1.ResourceName(kv[i])] = q(kv[i+1])
+		}
+		return out
+	}
+	defaults := &corev1.ResourceRequirements{Requests: rl("cpu", "250m", "memory", "256Mi"), Limits: rl("memory", "2Gi")}
+	cases := []struct {
+		name   string
+		layers []*corev1.ResourceRequirements
+		want   corev1.ResourceRequirements
+	}{
+		{name: "defaults only", layers: []*corev1.ResourceRequirements{defaults, nil, nil},
+			want: corev1.ResourceRequirements{Requests: rl("cpu", "250m", "memory", "256Mi"), Limits: rl("memory", "2Gi")}},
+		{name: "profile then spec, per resource name",
+			layers: []*corev1.ResourceRequirements{defaults,
+				{Requests: rl("cpu", "1"), Limits: rl("memory", "8Gi", "nvidia.com/gpu", "1")},
+				{Limits: rl("memory", "4Gi")}},
+			want: corev1.ResourceRequirements{Requests: rl("cpu", "1", "memory", "256Mi"), Limits: rl("memory", "4Gi", "nvidia.com/gpu", "1")}},
+		{name: "a user limit under the default request lowers the request",
+			layers: []*corev1.ResourceRequirements{defaults, nil, {Limits: rl("memory", "128Mi")}},
+			want:   corev1.ResourceRequirements{Requests: rl("cpu", "250m", "memory", "128Mi"), Limits: rl("memory", "128Mi")}},
+		{name: "nothing at all", layers: []*corev1.ResourceRequirements{{}, nil},
+			want: corev1.ResourceRequirements{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, WorkerResources(tc.layers...)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseResourceList(t *testing.T) {
+	got, err := ParseResourceList("cpu=250m, memory=1Gi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}, got); diff != "" {
+		t.Error(diff)
+	}
+	for _, bad := range []string{"cpu", "cpu=lots", "memory=-1Gi"} {
+		if _, err := ParseResourceList(bad); err == nil {
+			t.Errorf("%q: want an error", bad)
+		}
+	}
+}
+
+func TestTmpSizeLimit(t *testing.T) {
+	job := BuildJob(jobParams(func(p *JobParams) { p.TmpSize = resource.MustParse("1Gi") }))
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == "tmp" {
+			if v.EmptyDir == nil || v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.String() != "1Gi" {
+				t.Fatalf("tmp volume %+v, want an emptyDir with sizeLimit 1Gi", v.VolumeSource)
+			}
+			return
+		}
+	}
+	t.Fatal("no tmp volume")
+}

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -120,6 +121,8 @@ func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, obj Target
 		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
 		Timeout: p.Config.DefaultTimeout, TTLAfterFinished: p.Config.JobTTL,
 		ServiceAccountName: p.Config.WorkerServiceAccount,
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, obj.GetPipelineSpec().Resources)),
+		TmpSize:            p.Config.WorkerTmpSize,
 	})
 	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating cleanup Job: %w", err)

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,6 +34,12 @@ type Config struct {
 	JobTTL time.Duration
 	// WorkerServiceAccount runs the worker pods; its token is never mounted.
 	WorkerServiceAccount string
+	// WorkerResources are the worker container's default requests and
+	// limits; an EnvironmentProfile's workerResources and spec.resources
+	// override them per resource name.
+	WorkerResources corev1.ResourceRequirements
+	// WorkerTmpSize bounds the worker's writable /tmp (an emptyDir).
+	WorkerTmpSize resource.Quantity
 	// MaxConcurrentReconciles per kind. Reconciles of distinct objects are
 	// independent (one object is never reconciled twice at once), and most
 	// of their time is apiserver round trips.
@@ -47,6 +55,13 @@ func DefaultConfig() Config {
 		BackoffCap:        5 * time.Minute,
 		DefaultTimeout:    6 * time.Hour,
 		JobTTL:            time.Hour,
+		// Streaming pack-and-push needs little memory whatever the model's
+		// size; no CPU limit, so hashing is not throttled.
+		WorkerResources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+		},
+		WorkerTmpSize: resource.MustParse("1Gi"),
 
 		MaxConcurrentReconciles: 4,
 	}
@@ -74,6 +89,9 @@ type Work struct {
 	Tag string
 	// WorkspaceDefaults fill in what spec.workspace leaves unset.
 	WorkspaceDefaults WorkspaceParams
+	// Resources (an EnvironmentProfile's workerResources) override the
+	// manager's worker defaults; spec.resources overrides both.
+	Resources *corev1.ResourceRequirements
 	// Hints, by failure reason, are appended to the failure message: they
 	// name what the user must fix (for example the Secret behind a 401),
 	// which the worker cannot know.

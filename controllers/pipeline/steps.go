@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -243,7 +244,8 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Image: p.Config.WorkerImage, Command: s.work.Command, SpecJSON: doc,
 		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts,
 		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName,
-		Resources: ps.Resources, ServiceAccountName: p.Config.WorkerServiceAccount,
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
+		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
 	})
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
