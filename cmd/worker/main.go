@@ -39,6 +39,10 @@ func run(args []string) int {
 	// context lets the run stop its transfers and still write a result.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// Nothing leaves the worker unredacted: the termination message is
+	// redacted by result.Marshal, every log line here.
+	registerSecrets()
+	defer redactStderr()()
 
 	res := commands[args[0]](ctx)
 	return finish(args[0], res)

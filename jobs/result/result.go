@@ -16,6 +16,8 @@ import (
 	"os"
 	"regexp"
 	"unicode/utf8"
+
+	"github.com/packline/packline/jobs/redact"
 )
 
 // MaxBytes is the kubelet's limit on a termination message.
@@ -111,10 +113,18 @@ func Parse(b []byte) (Result, error) {
 }
 
 // Marshal encodes r within MaxBytes, shortening the error message if needed
-// so a long error never loses the whole result.
+// so a long error never loses the whole result. The error message is
+// redacted first (see package redact): every failure the worker reports
+// passes through here, so no credential reaches the termination message,
+// and from there status, events or logs.
 func Marshal(r Result) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
+	}
+	if r.Error != nil {
+		e := *r.Error
+		e.Message = redact.String(e.Message)
+		r.Error = &e
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
