@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/packline/packline/jobs/redact"
@@ -136,16 +137,59 @@ func Marshal(r Result) ([]byte, error) {
 	if r.Error == nil {
 		return nil, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxBytes)
 	}
+	return marshalTruncated(r)
+}
+
+// ellipsis marks a shortened message; JSON leaves it unescaped.
+const ellipsis = "…"
+
+// marshalTruncated keeps the longest prefix of the error message whose
+// JSON encoding, with the ellipsis, fits in MaxBytes. It counts each
+// rune's encoded length (JSON turns '<', '>', '&', U+2028/9 and control
+// characters into six-byte \u escapes, and '"' and '\\' into two bytes),
+// so a message of escaped characters keeps as much as fits instead of
+// collapsing to the ellipsis.
+func marshalTruncated(r Result) ([]byte, error) {
 	e := *r.Error
-	over := len(b) - MaxBytes + len("…") + 8 // JSON escaping slack
-	msg := []rune(e.Message)
-	for len(msg) > 0 && over > 0 {
-		over -= utf8.RuneLen(msg[len(msg)-1])
-		msg = msg[:len(msg)-1]
-	}
-	e.Message = string(msg) + "…"
+	msg := strings.ToValidUTF8(e.Message, string(utf8.RuneError))
+	e.Message = ellipsis
 	r.Error = &e
-	return Marshal(r)
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	budget := MaxBytes - len(b) // what the message may add to the ellipsis
+	if budget < 0 {
+		return nil, fmt.Errorf("result is %d bytes without its message, more than %d", len(b), MaxBytes)
+	}
+	end := 0
+	for i, c := range msg {
+		n := encodedLen(c)
+		if n > budget {
+			break
+		}
+		budget -= n
+		end = i + utf8.RuneLen(c)
+	}
+	e.Message = msg[:end] + ellipsis
+	b, err = json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxBytes {
+		return nil, fmt.Errorf("result is %d bytes after shortening its message, more than %d", len(b), MaxBytes)
+	}
+	return b, nil
+}
+
+// encodedLen is the length of c inside a JSON string as encoding/json
+// writes it.
+func encodedLen(c rune) int {
+	if c < utf8.RuneSelf && c >= 0x20 && c != '<' && c != '>' && c != '&' && c != '"' && c != '\\' {
+		return 1
+	}
+	b, _ := json.Marshal(string(c))
+	return len(b) - 2
 }
 
 // Write writes r to path (normally DefaultPath).

@@ -1,8 +1,10 @@
 package result
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -59,6 +61,47 @@ func TestMarshalTruncatesLongErrors(t *testing.T) {
 	}
 	if !got.Error.Permanent || !strings.HasSuffix(got.Error.Message, "…") {
 		t.Fatalf("lost fields: %+v", got.Error)
+	}
+}
+
+// TestMarshalTruncatesAgainstEncodedLength: JSON escapes '<', '>', '&' and
+// control characters to six bytes each, so truncation must count encoded
+// bytes. Whatever the message holds, the result fits in MaxBytes and keeps
+// the longest prefix that fits: one more rune would not.
+func TestMarshalTruncatesAgainstEncodedLength(t *testing.T) {
+	for name, msg := range map[string]string{
+		"angle brackets": strings.Repeat("<", 10000),
+		"mixed escapes":  strings.Repeat("a<b>&\"\\\x01\n\u2028é", 2000),
+		"control chars":  strings.Repeat("\x00\x1f", 5000),
+		"invalid utf-8":  strings.Repeat("x\xff", 5000),
+		"plain":          strings.Repeat("plain text ", 1000),
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := Marshal(Result{Error: &Error{Reason: "RenderFailed", Message: msg, Permanent: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > MaxBytes {
+				t.Fatalf("marshalled %d bytes", len(b))
+			}
+			got, err := Parse(b)
+			if err != nil {
+				t.Fatalf("round trip: %v", err)
+			}
+			kept, ok := strings.CutSuffix(got.Error.Message, "…")
+			valid := strings.ToValidUTF8(msg, "\uFFFD")
+			if !ok || !strings.HasPrefix(valid, kept) || len(kept) >= len(valid) {
+				t.Fatalf("message %q is not a shortened prefix", got.Error.Message)
+			}
+			next, _ := utf8.DecodeRuneInString(valid[len(kept):])
+			more, err := json.Marshal(Result{Error: &Error{Reason: "RenderFailed", Message: kept + string(next) + "…", Permanent: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(more) <= MaxBytes {
+				t.Errorf("kept %d bytes of the message (%d encoded in all); one more rune still fits (%d)", len(kept), len(b), len(more))
+			}
+		})
 	}
 }
 
