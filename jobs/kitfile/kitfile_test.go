@@ -88,6 +88,12 @@ func TestValidate(t *testing.T) {
 		os.WriteFile(filepath.Join(root, f), []byte("x"), 0o644)
 	}
 	os.Symlink("/etc/passwd", filepath.Join(root, "link"))
+	// A folder outside the root, as a mounted Secret would be, reached
+	// through a symlinked parent folder; and a link that stays inside.
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "token"), []byte("secret"), 0o600)
+	os.Symlink(outside, filepath.Join(root, "out"))
+	os.Symlink("d", filepath.Join(root, "in"))
 	cases := []struct {
 		name, yaml, wantErr string
 	}{
@@ -97,7 +103,10 @@ func TestValidate(t *testing.T) {
 		{"absolute", "manifestVersion: 1.0.0\nmodel: {path: /etc/passwd}\n", "absolute"},
 		{"escapes", "manifestVersion: 1.0.0\nmodel: {path: ../x}\n", "leaves the root"},
 		{"missing", "manifestVersion: 1.0.0\nmodel: {path: nope.gguf}\n", "does not exist"},
-		{"symlink", "manifestVersion: 1.0.0\nmodel: {path: link}\n", "not a regular file"},
+		{"symlink", "manifestVersion: 1.0.0\nmodel: {path: link}\n", "symbolic link"},
+		{"symlinked parent", "manifestVersion: 1.0.0\nmodel: {path: out/token}\n", "passes through out, a symbolic link"},
+		{"symlinked folder", "manifestVersion: 1.0.0\nmodel: {path: a.gguf}\ndocs: [{path: out}]\n", "symbolic link"},
+		{"link inside the root", "manifestVersion: 1.0.0\nmodel: {path: in/b.json}\n", "symbolic link"},
 		{"duplicate", "manifestVersion: 1.0.0\nmodel: {path: a.gguf}\ncode: [{path: ./a.gguf}]\n", "overlaps"},
 		{"nested", "manifestVersion: 1.0.0\nmodel: {path: d/b.json}\ndatasets: [{path: d}]\n", "overlaps"},
 	}

@@ -12,6 +12,10 @@ import (
 // Validate checks k against the files under root: a manifest version, at
 // least one layer, and every path relative, inside root, present, a regular
 // file or folder (no symlinks), and neither repeated nor nested in another.
+//
+// "Inside root" is checked on the resolved path, not only the text: a path
+// whose parent folder is a symbolic link ("link/token" with link pointing
+// at a mounted Secret) is refused, whatever the link points at.
 func Validate(k *Kitfile, root string) error {
 	if k.ManifestVersion == "" {
 		return errors.New("kitfile: manifestVersion is empty")
@@ -27,6 +31,9 @@ func Validate(k *Kitfile, root string) error {
 	for _, e := range entries {
 		p, err := cleanRel(e.Path)
 		if err != nil {
+			return fmt.Errorf("kitfile: %s path %q: %w", e.Kind, e.Path, err)
+		}
+		if err := noLinks(root, p); err != nil {
 			return fmt.Errorf("kitfile: %s path %q: %w", e.Kind, e.Path, err)
 		}
 		if err := checkTree(filepath.Join(root, filepath.FromSlash(p))); err != nil {
@@ -55,6 +62,40 @@ func cleanRel(p string) (string, error) {
 		return "", errors.New("leaves the root")
 	}
 	return c, nil
+}
+
+// noLinks checks that rel, under root, resolves to itself: no element of
+// it is a symbolic link, so it cannot lead out of root.
+func noLinks(root, rel string) error {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return fmt.Errorf("resolving the root: %w", err)
+	}
+	want := filepath.Join(realRoot, filepath.FromSlash(rel))
+	// Walk down one element at a time with Lstat: EvalSymlinks on the whole
+	// path would follow a link out of root before we could look at it.
+	cur := realRoot
+	for _, part := range strings.Split(rel, "/") {
+		if part == "." {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			if os.IsNotExist(err) {
+				return errors.New("does not exist")
+			}
+			return err
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			rel, _ := filepath.Rel(realRoot, cur)
+			return fmt.Errorf("passes through %s, a symbolic link; links are not packed or followed", filepath.ToSlash(rel))
+		}
+	}
+	if cur != want {
+		return errors.New("leaves the root")
+	}
+	return nil
 }
 
 // checkTree refuses anything but regular files and folders under p.

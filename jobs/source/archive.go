@@ -56,12 +56,26 @@ func unsafeArchive(format string, a ...any) error {
 // extractor writes entries under dir and enforces the rules shared by tar
 // and zip: regular files and folders only, relative names that stay inside
 // dir, and the limits.
+//
+// Every file and folder is created through an os.Root opened on dir, so
+// even a link that were somehow in dir could not lead a write out of it.
 type extractor struct {
 	dir     string
+	root    *os.Root
 	lim     Limits
 	bytes   int64
 	entries int
 }
+
+func newExtractor(dir string, lim Limits) (*extractor, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &extractor{dir: dir, root: root, lim: lim.withDefaults()}, nil
+}
+
+func (x *extractor) close() { x.root.Close() }
 
 func (x *extractor) target(name string) (string, error) {
 	if x.entries++; x.entries > x.lim.MaxEntries {
@@ -75,7 +89,7 @@ func (x *extractor) target(name string) (string, error) {
 	if c == ".." || strings.HasPrefix(c, "../") {
 		return "", unsafeArchive("archive entry %q leaves the extraction folder", name)
 	}
-	return filepath.Join(x.dir, filepath.FromSlash(c)), nil
+	return filepath.FromSlash(c), nil // relative to x.root
 }
 
 func (x *extractor) file(name string, size int64, r io.Reader) error {
@@ -89,7 +103,7 @@ func (x *extractor) file(name string, size int64, r io.Reader) error {
 	if err := x.mkdir(filepath.Dir(p)); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := x.root.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return unsafeArchive("archive entry %q appears twice", name)
@@ -119,11 +133,13 @@ func (x *extractor) folder(name string) error {
 	return x.mkdir(p)
 }
 
-// mkdir creates p, refusing to pass through anything that is not a folder
-// (we never create links, but be safe against an existing one).
+// mkdir creates p (relative to the root) and its parents inside the root.
 func (x *extractor) mkdir(p string) error {
-	if err := os.MkdirAll(p, 0o755); err != nil {
-		return unsafeArchive("creating %s: %v", p, err)
+	if p == "." {
+		return nil
+	}
+	if err := x.root.MkdirAll(p, 0o755); err != nil {
+		return unsafeArchive("creating %s: %v", filepath.ToSlash(p), err)
 	}
 	return nil
 }
@@ -137,7 +153,11 @@ func extractTar(r io.Reader, gz bool, dir string, lim Limits) error {
 		defer zr.Close()
 		r = zr
 	}
-	x := &extractor{dir: dir, lim: lim.withDefaults()}
+	x, err := newExtractor(dir, lim)
+	if err != nil {
+		return err
+	}
+	defer x.close()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -171,7 +191,11 @@ func extractZip(path, dir string, lim Limits) error {
 		return unsafeArchive("not a zip archive: %v", err)
 	}
 	defer zr.Close()
-	x := &extractor{dir: dir, lim: lim.withDefaults()}
+	x, err := newExtractor(dir, lim)
+	if err != nil {
+		return err
+	}
+	defer x.close()
 	for _, f := range zr.File {
 		mode := f.Mode()
 		switch {

@@ -68,16 +68,15 @@ func fetchGit(ctx context.Context, s v1alpha1.GitSource, env Env) (Fetched, erro
 	if err != nil {
 		return Fetched{}, gitError(s.URL, ref, err)
 	}
-	root := dir
-	if s.Path != "" {
-		c := path.Clean(s.Path)
-		if path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
-			return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("git path %q leaves the repository", s.Path))
-		}
-		root = filepath.Join(dir, filepath.FromSlash(c))
-		if fi, err := os.Lstat(root); err != nil || !fi.IsDir() {
-			return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("git path %q is not a folder at %s", s.Path, head.Hash()))
-		}
+	// The path is resolved, symlinks included, and must stay in the clone:
+	// a symlinked parent folder could otherwise lead to the pod's mounted
+	// credentials.
+	root, err := dirIn(dir, firstOf(s.Path, "."))
+	switch {
+	case errors.Is(err, errLeaves):
+		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("git path %q leaves the repository", s.Path))
+	case err != nil:
+		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("git path %q is not a folder at %s", s.Path, head.Hash()))
 	}
 	name := strings.TrimSuffix(path.Base(s.URL), ".git")
 	return Fetched{Root: root, Revision: head.Hash().String(), Name: name}, nil

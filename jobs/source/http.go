@@ -24,7 +24,7 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("http source url %q is not http(s)", s.URL))
 	}
 	name := path.Base(u.Path)
-	if name == "/" || name == "." || name == "" {
+	if name == "/" || name == "." || name == ".." || name == "" {
 		name = "download"
 	}
 	dl := filepath.Join(env.Workspace, ".packline", "download")
