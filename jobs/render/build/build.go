@@ -8,6 +8,7 @@ package build
 import (
 	"fmt"
 	"path"
+	"strings"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
@@ -68,8 +69,21 @@ func Sandbox(snap *source.Snapshot, ov *overlay.Overlay) (filesys.FileSystem, gu
 		return nil, guard.Tree{}, err
 	}
 	for p, b := range ov.Files {
-		if err := write(path.Join(OverlayDir, p), b); err != nil {
-			return nil, guard.Tree{}, err
+		// Generated file names carry names from the template (a
+		// generator's name): one must not land outside the overlay, where
+		// it could replace a template file.
+		dst := path.Join(OverlayDir, p)
+		if path.IsAbs(p) || !strings.HasPrefix(dst, OverlayDir+"/") {
+			return nil, guard.Tree{}, failure.Permanent(failure.ReasonTemplateRejected,
+				fmt.Errorf("generated overlay file %q would be written outside the overlay; generator names may not hold '/' or '..'", p))
+		}
+		if fs.Exists(dst) {
+			return nil, guard.Tree{}, failure.Permanent(failure.ReasonTemplateRejected,
+				fmt.Errorf("generated overlay file %q would replace another overlay file", p))
+		}
+		if err := write(dst, b); err != nil {
+			return nil, guard.Tree{}, failure.Permanent(failure.ReasonTemplateRejected,
+				fmt.Errorf("generated overlay file %q cannot be written (check the generator names): %w", p, err))
 		}
 	}
 	links := map[string]bool{}
@@ -80,7 +94,8 @@ func Sandbox(snap *source.Snapshot, ov *overlay.Overlay) (filesys.FileSystem, gu
 }
 
 // Run checks and renders the overlay. Kustomize errors are permanent: the
-// same template and values fail the same way on every attempt.
+// same template and values fail the same way on every attempt. krusty runs
+// with the network cut off (see offline).
 func Run(snap *source.Snapshot, ov *overlay.Overlay) (resmap.ResMap, error) {
 	fs, tree, err := Sandbox(snap, ov)
 	if err != nil {
@@ -89,7 +104,16 @@ func Run(snap *source.Snapshot, ov *overlay.Overlay) (resmap.ResMap, error) {
 	if err := tree.Check(OverlayDir); err != nil {
 		return nil, err
 	}
-	m, err := krusty.MakeKustomizer(Options()).Run(fs, OverlayDir)
+	var m resmap.ResMap
+	tried, err := offline(func() error {
+		var err error
+		m, err = krusty.MakeKustomizer(Options()).Run(fs, OverlayDir)
+		return err
+	})
+	if tried != "" {
+		return nil, failure.Permanent(failure.ReasonTemplateRejected,
+			fmt.Errorf("the template tried to fetch %s: renders have no network access, the template must be self-contained in its repository", tried))
+	}
 	if err != nil {
 		return nil, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("kustomize build: %w", err))
 	}

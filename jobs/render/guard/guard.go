@@ -8,6 +8,15 @@
 // to load, and runs `git clone` for a remote base. The render filesystem is
 // in memory, so none of those could reach the worker's disk anyway; the
 // guard turns them into one clear error before any network call or exec.
+//
+// The guard walks every kustomization field that loads content, and treats
+// generators, transformers and validators like resources: each entry is a
+// file, a directory holding a kustomization (walked too), or an inline
+// plugin configuration. Builtin plugin configurations (apiVersion builtin),
+// wherever they sit in the tree, are read for the fields their plugins
+// load (path, paths, files, envs, …). It is the first of two layers: the
+// build also runs krusty with the network cut off (see package build), for
+// anything a kustomization could assemble that no static check can see.
 package guard
 
 import (
@@ -68,7 +77,7 @@ func (t Tree) Check(dir string) error {
 		}
 		queue = append(queue, subdirs...)
 	}
-	return nil
+	return t.checkPluginConfigs()
 }
 
 func (t Tree) load(dir string) (*types.Kustomization, string, error) {
@@ -99,9 +108,18 @@ func (t Tree) checkKustomization(dir, file string, k *types.Kustomization) ([]st
 		return nil, rejected("%s inflates a Helm chart, which needs the helm binary and is not allowed", where)
 	}
 	var dirs []string
-	// Resources, components and bases may be directories to build on.
-	for _, list := range [][]string{k.Resources, k.Components, k.Bases} {
+	// Resources, components and bases may be directories to build on, and
+	// so may generators, transformers and validators: a directory there is
+	// a kustomization whose output is plugin configurations. An entry of
+	// those three that spans lines is an inline configuration.
+	for _, list := range [][]string{k.Resources, k.Components, k.Bases, k.Generators, k.Transformers, k.Validators} {
 		for _, r := range list {
+			if strings.Contains(r, "\n") {
+				if err := t.checkInlineConfig(r, where); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			p, err := t.resolve(dir, r, where)
 			if err != nil {
 				return nil, err
@@ -115,9 +133,6 @@ func (t Tree) checkKustomization(dir, file string, k *types.Kustomization) ([]st
 	var files []string
 	files = append(files, k.Crds...)
 	files = append(files, k.Configurations...)
-	files = append(files, k.Generators...)
-	files = append(files, k.Transformers...)
-	files = append(files, k.Validators...)
 	if p, ok := k.OpenAPI["path"]; ok {
 		files = append(files, p)
 	}
@@ -163,6 +178,9 @@ func sourceFiles(g types.GeneratorArgs) []string {
 		out = append(out, s)
 	}
 	out = append(out, g.EnvSources...)
+	if g.EnvSource != "" {
+		out = append(out, g.EnvSource)
+	}
 	return out
 }
 
