@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	eventsv1 "k8s.io/api/events/v1"
 	"strings"
 	"testing"
 	"time"
@@ -336,4 +337,42 @@ func TestWorkerServiceAccountMissing(t *testing.T) {
 	if job.Spec.Template.Spec.ServiceAccountName != "packline-worker" {
 		t.Fatalf("serviceAccountName = %q", job.Spec.Template.Spec.ServiceAccountName)
 	}
+}
+
+// A result message carrying credentials (a URL with userinfo and a
+// pre-signed query, a bearer token) never reaches status or events, even
+// if a worker failed to redact it.
+func TestCredentialsNeverReachStatusOrEvents(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "leaky"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+	const (
+		pass = "Pa55wordMARKER1"
+		sig  = "SigMARKER2"
+		tok  = "TokenMARKER3abcdef"
+	)
+	leak := `{"error":{"reason":"SourceUnavailable","message":"GET https://bob:` + pass + `@hub.example.com/x?X-Amz-Signature=` + sig + `: 500; Authorization: Bearer ` + tok + `","permanent":true}}`
+	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, leak)
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		st := condition(a, v1alpha1.ConditionStalled)
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Message).To(ContainSubstring("hub.example.com/x"), "the message still says what failed")
+		var events eventsv1.EventList
+		g.Expect(env.Client.List(context.Background(), &events, client.InNamespace(ns))).To(Succeed())
+		g.Expect(events.Items).NotTo(BeEmpty())
+		var all []string
+		for _, c := range a.Status.Conditions {
+			all = append(all, c.Message)
+		}
+		for _, e := range events.Items {
+			all = append(all, e.Note)
+		}
+		for _, text := range all {
+			for _, marker := range []string{pass, sig, tok} {
+				g.Expect(text).NotTo(ContainSubstring(marker))
+			}
+		}
+	})
 }

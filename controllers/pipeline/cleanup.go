@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/redact"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -138,7 +139,7 @@ func (p *Pipeline) release(ctx context.Context, obj Object, eventType, reason, n
 		return client.IgnoreNotFound(err)
 	}
 	if p.Recorder != nil {
-		p.Recorder.Eventf(obj, nil, eventType, reason, "Delete", "%s", note)
+		p.Recorder.Eventf(obj, nil, eventType, reason, "Delete", "%s", redact.String(note))
 	}
 	return nil
 }

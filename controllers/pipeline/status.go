@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/redact"
 )
 
 // setReady marks a finished, successful run (kstatus: Ready only).
@@ -39,7 +40,9 @@ func setCondition(st *v1alpha1.PipelineStatus, t string, s metav1.ConditionStatu
 		reason = string(st.Phase)
 	}
 	apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: t, Status: s, Reason: reason, Message: truncate(message, 32*1024), ObservedGeneration: st.ObservedGeneration,
+		// Every message reaches status and, on a phase change, an event:
+		// it is redacted here, whatever produced it (the worker redacts too).
+		Type: t, Status: s, Reason: reason, Message: truncate(redact.String(message), 32*1024), ObservedGeneration: st.ObservedGeneration,
 	})
 }
 
