@@ -38,6 +38,11 @@ const (
 // chart). Permanent: the template has to change.
 const ReasonTemplateRejected = "TemplateRejected"
 
+// ReasonRenderTooLarge: a Claim's render would exceed the object, size or
+// time bound (nested bases multiply objects). Permanent: the template or
+// the limit has to change.
+const ReasonRenderTooLarge = "RenderTooLarge"
+
 // Error is an error with a reason and a permanence already decided.
 type Error struct {
 	Reason    string

@@ -37,6 +37,9 @@ const DefaultMaxOutputBytes = 4 << 20
 type Limits struct {
 	// MaxOutputBytes bounds the rendered YAML; zero means the default.
 	MaxOutputBytes int
+	// Build bounds krusty's run (objects, bytes and time, checked before
+	// and while it runs); zero fields take build's defaults.
+	Build build.Limits
 }
 
 // Manifests renders c from snap and returns one file per object.
@@ -56,7 +59,7 @@ func Manifests(c spec.Claim, snap *source.Snapshot, l Limits) ([]archive.File, e
 	if err != nil {
 		return nil, err
 	}
-	m, err := build.Run(snap, ov)
+	m, err := build.RunLimited(snap, ov, l.Build)
 	if err != nil {
 		return nil, err
 	}

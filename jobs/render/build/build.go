@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
@@ -93,10 +94,53 @@ func Sandbox(snap *source.Snapshot, ov *overlay.Overlay) (filesys.FileSystem, gu
 	return fs, guard.Tree{FS: fs, Roots: []string{RepoDir, OverlayDir}, Symlinks: links}, nil
 }
 
-// Run checks and renders the overlay. Kustomize errors are permanent: the
-// same template and values fail the same way on every attempt. krusty runs
-// with the network cut off (see offline).
+// Limits bound a build before and while krusty runs; zero fields take the
+// defaults.
+type Limits struct {
+	// MaxObjects bounds the objects the kustomization graph can produce,
+	// estimated before krusty runs (see guard.Tree.Estimate).
+	MaxObjects int64
+	// MaxBytes bounds the resource bytes the graph includes, each file
+	// counted once per path that includes it, estimated likewise.
+	MaxBytes int64
+	// Timeout bounds krusty's run itself.
+	Timeout time.Duration
+}
+
+// Defaults: a workload's template renders tens of objects from kilobytes
+// in milliseconds; these are two orders of magnitude above that.
+const (
+	DefaultMaxObjects = 1000
+	DefaultMaxBytes   = 32 << 20
+	DefaultTimeout    = time.Minute
+)
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxObjects <= 0 {
+		l.MaxObjects = DefaultMaxObjects
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultMaxBytes
+	}
+	if l.Timeout <= 0 {
+		l.Timeout = DefaultTimeout
+	}
+	return l
+}
+
+// Run is RunLimited with the default limits.
 func Run(snap *source.Snapshot, ov *overlay.Overlay) (resmap.ResMap, error) {
+	return RunLimited(snap, ov, Limits{})
+}
+
+// RunLimited checks and renders the overlay. Kustomize errors are
+// permanent: the same template and values fail the same way on every
+// attempt. krusty runs with the network cut off (see offline), and only
+// once the estimate of what it would build is within l; a run past
+// l.Timeout is abandoned. (krusty takes no context, so its goroutine is
+// left to finish on its own: the worker exits right after reporting.)
+func RunLimited(snap *source.Snapshot, ov *overlay.Overlay, l Limits) (resmap.ResMap, error) {
+	l = l.withDefaults()
 	fs, tree, err := Sandbox(snap, ov)
 	if err != nil {
 		return nil, err
@@ -104,18 +148,46 @@ func Run(snap *source.Snapshot, ov *overlay.Overlay) (resmap.ResMap, error) {
 	if err := tree.Check(OverlayDir); err != nil {
 		return nil, err
 	}
-	var m resmap.ResMap
-	tried, err := offline(func() error {
-		var err error
-		m, err = krusty.MakeKustomizer(Options()).Run(fs, OverlayDir)
-		return err
-	})
-	if tried != "" {
-		return nil, failure.Permanent(failure.ReasonTemplateRejected,
-			fmt.Errorf("the template tried to fetch %s: renders have no network access, the template must be self-contained in its repository", tried))
-	}
+	size, err := tree.Estimate(OverlayDir)
 	if err != nil {
-		return nil, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("kustomize build: %w", err))
+		return nil, err
 	}
-	return m, nil
+	if size.Objects > l.MaxObjects || size.Bytes > l.MaxBytes {
+		return nil, failure.Permanent(failure.ReasonRenderTooLarge, fmt.Errorf(
+			"the template would render about %d objects from %d bytes of resources (limits %d objects, %d bytes): nested bases multiply what they include",
+			size.Objects, size.Bytes, l.MaxObjects, l.MaxBytes))
+	}
+
+	type built struct {
+		m     resmap.ResMap
+		tried string
+		err   error
+	}
+	done := make(chan built, 1)
+	go func() {
+		var b built
+		b.tried, b.err = offline(func() error {
+			var err error
+			b.m, err = krusty.MakeKustomizer(Options()).Run(fs, OverlayDir)
+			return err
+		})
+		done <- b
+	}()
+	timer := time.NewTimer(l.Timeout)
+	defer timer.Stop()
+	var b built
+	select {
+	case b = <-done:
+	case <-timer.C:
+		return nil, failure.Permanent(failure.ReasonRenderTooLarge,
+			fmt.Errorf("kustomize build did not finish within %s", l.Timeout))
+	}
+	if b.tried != "" {
+		return nil, failure.Permanent(failure.ReasonTemplateRejected,
+			fmt.Errorf("the template tried to fetch %s: renders have no network access, the template must be self-contained in its repository", b.tried))
+	}
+	if b.err != nil {
+		return nil, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("kustomize build: %w", b.err))
+	}
+	return b.m, nil
 }
