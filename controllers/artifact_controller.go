@@ -56,7 +56,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 	case src.HuggingFace != nil && src.HuggingFace.TokenSecretRef != nil:
 		m.SecretEnv(spec.EnvHFToken, *src.HuggingFace.TokenSecretRef)
 	case src.Git != nil && src.Git.SecretRef != nil:
-		m.SecretDir("source-auth", src.Git.SecretRef.Name, spec.SourceAuthDir)
+		m.SecretKeys("source-auth", src.Git.SecretRef.Name, spec.SourceAuthDir, pipeline.GitCredentialKeys...)
 	case src.OCI != nil && src.OCI.PullSecretRef != nil:
 		m.PullSecret(src.OCI.PullSecretRef.Name)
 	case src.Volume != nil:

@@ -251,3 +251,28 @@ func TestTmpSizeLimit(t *testing.T) {
 	}
 	t.Fatal("no tmp volume")
 }
+
+// A credential Secret is never mounted whole: only the named keys, each
+// optional because a credential uses only some of them.
+func TestSecretKeysMountsOnlyNamedKeys(t *testing.T) {
+	var m Mounts
+	m.SecretKeys("source-auth", "git-creds", spec.SourceAuthDir, GitCredentialKeys...)
+	if len(m.Volumes) != 1 || m.Volumes[0].Secret == nil {
+		t.Fatalf("volumes %+v", m.Volumes)
+	}
+	sv := m.Volumes[0].Secret
+	var keys []string
+	for _, it := range sv.Items {
+		keys = append(keys, it.Key+"->"+it.Path)
+	}
+	want := []string{"username->username", "password->password", "token->token", "ssh-privatekey->ssh-privatekey", "known_hosts->known_hosts"}
+	if diff := cmp.Diff(want, keys); diff != "" {
+		t.Errorf("items (-want +got):\n%s", diff)
+	}
+	if sv.Optional == nil || !*sv.Optional {
+		t.Error("the keys must be optional")
+	}
+	if !m.Mounts[0].ReadOnly || m.Mounts[0].MountPath != spec.SourceAuthDir {
+		t.Errorf("mount %+v", m.Mounts[0])
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/spec"
@@ -18,12 +19,31 @@ type Mounts struct {
 	Mounts  []corev1.VolumeMount
 }
 
-// SecretDir mounts a whole Secret read-only at dir.
+// SecretDir mounts a Secret's items read-only at dir (always name items:
+// a Secret is never mounted whole).
 func (m *Mounts) SecretDir(volume, secret, dir string, items ...corev1.KeyToPath) {
 	m.Volumes = append(m.Volumes, corev1.Volume{Name: volume, VolumeSource: corev1.VolumeSource{
 		Secret: &corev1.SecretVolumeSource{SecretName: secret, Items: items, DefaultMode: ptrMode(0o440)},
 	}})
 	m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: volume, MountPath: dir, ReadOnly: true})
+}
+
+// GitCredentialKeys are the Secret keys a Git credential may use.
+var GitCredentialKeys = []string{"username", "password", "token", "ssh-privatekey", "known_hosts"}
+
+// SecretKeys mounts only the named keys of a Secret, read-only, at dir:
+// never its other keys, which the worker has no use for and a tenant's
+// content must not reach. The keys are optional because a credential uses
+// only some of them (a token, or a username and password, or an SSH key);
+// a Secret with none of them mounts as an empty folder, and the source
+// then fails with a hint that names the Secret.
+func (m *Mounts) SecretKeys(volume, secret, dir string, keys ...string) {
+	items := make([]corev1.KeyToPath, 0, len(keys))
+	for _, k := range keys {
+		items = append(items, corev1.KeyToPath{Key: k, Path: k})
+	}
+	m.SecretDir(volume, secret, dir, items...)
+	m.Volumes[len(m.Volumes)-1].Secret.Optional = ptr.To(true)
 }
 
 // SecretEnv sets name from a Secret key.

@@ -48,7 +48,7 @@ func TestWriteFilesHonoursItemsAndModes(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "vol")
 	mode := int32(0o400)
 	data := map[string][]byte{".dockerconfigjson": []byte("{}"), "other": []byte("x")}
-	err := writeFiles(dir, data, []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "config.json", Mode: &mode}, {Key: "other", Path: "../../escape/other"}}, nil)
+	err := writeFiles(dir, data, []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "config.json", Mode: &mode}, {Key: "other", Path: "../../escape/other"}}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,10 @@ func TestWriteFilesHonoursItemsAndModes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, ".dockerconfigjson")); !os.IsNotExist(err) {
 		t.Errorf("with items, only the listed keys are written (err %v)", err)
 	}
-	if err := writeFiles(dir, data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, nil); err == nil {
+	if err := writeFiles(t.TempDir(), data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, nil, true); err != nil {
+		t.Errorf("a missing key of an optional volume is skipped, got %v", err)
+	}
+	if err := writeFiles(dir, data, []corev1.KeyToPath{{Key: "missing", Path: "m"}}, nil, false); err == nil {
 		t.Error("a missing key must fail, as the kubelet's volume setup does")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // configError is a pod the kubelet would hold in a waiting state (a missing
@@ -189,7 +190,7 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			if sec != nil {
 				data = sec.Data
 			}
-			if err := writeFiles(local, data, v.Secret.Items, v.Secret.DefaultMode); err != nil {
+			if err := writeFiles(local, data, v.Secret.Items, v.Secret.DefaultMode, ptr.Deref(v.Secret.Optional, false)); err != nil {
 				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
 			}
 		case v.ConfigMap != nil:
@@ -208,7 +209,7 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			for k, b := range cm.BinaryData {
 				data[k] = b
 			}
-			if err := writeFiles(local, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode); err != nil {
+			if err := writeFiles(local, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode, ptr.Deref(v.ConfigMap.Optional, false)); err != nil {
 				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
 			}
 		case v.Projected != nil:
@@ -225,7 +226,9 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 
 // writeFiles writes data as files, honouring items (key → path, mode) the
 // way the kubelet's secret and configMap volumes do.
-func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32) error {
+// writeFiles writes a Secret's or ConfigMap's items as the kubelet does:
+// a missing key is an error unless the volume is optional, then skipped.
+func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32, optional bool) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -246,6 +249,9 @@ func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, de
 	}
 	for _, it := range items {
 		b, ok := data[it.Key]
+		if !ok && optional {
+			continue
+		}
 		if !ok {
 			return fmt.Errorf("key %q not found", it.Key)
 		}
