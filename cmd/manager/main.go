@@ -11,8 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/admission"
+	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 )
 
@@ -39,6 +42,8 @@ func main() {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
+	wh := defaultWebhookOptions()
+	wh.bindFlags(flag.CommandLine)
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -57,6 +62,13 @@ func main() {
 	if cfg.BackoffBase <= 0 || cfg.BackoffCap < cfg.BackoffBase {
 		fail(fmt.Errorf("--backoff-base must be positive and at most --backoff-cap"))
 	}
+	if err := wh.complete(); err != nil {
+		fail(err)
+	}
+	var webhookServer webhook.Server
+	if wh.Enabled {
+		webhookServer = wh.server()
+	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
@@ -69,17 +81,28 @@ func main() {
 		// A crashed leader's Lease is released on exit so a standby takes
 		// over in seconds rather than a full lease duration.
 		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhookServer,
 	})
 	if err != nil {
 		fail(err)
 	}
-	if err := controllers.Setup(mgr, cfg); err != nil {
+	var setupOpts []controllers.Option
+	readyz := healthz.Ping
+	if wh.Enabled {
+		// The Claim controller trusts only requesters the webhook sealed,
+		// with a key derived from the same certificate folder.
+		setupOpts = append(setupOpts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.CertDir)))
+		if readyz, err = setupWebhooks(mgr, wh, admission.Setup); err != nil {
+			fail(err)
+		}
+	}
+	if err := controllers.Setup(mgr, cfg, setupOpts...); err != nil {
 		fail(err)
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		fail(err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("readyz", readyz); err != nil {
 		fail(err)
 	}
 	ctrl.Log.Info("starting packline manager", "workerImage", cfg.WorkerImage)
