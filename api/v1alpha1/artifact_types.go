@@ -144,6 +144,7 @@ type ArtifactSource struct {
 
 // ArtifactSpec is what to import, how to pack it and where to push it.
 // +kubebuilder:validation:XValidation:rule="has(self.target.repository) && self.target.repository.size() > 0",message="target.repository is required",fieldPath=".target.repository"
+// +kubebuilder:validation:XValidation:rule="has(self.workspace) == has(oldSelf.workspace)",message="workspace is immutable: it cannot be added or removed after creation",fieldPath=".workspace"
 type ArtifactSpec struct {
 	// source of the content. Exactly one kind of source is set.
 	Source ArtifactSource `json:"source"`

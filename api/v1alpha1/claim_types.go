@@ -38,6 +38,7 @@ type Exposure struct {
 }
 
 // ClaimSpec is a request for a workload rendered from a ClaimTemplate.
+// +kubebuilder:validation:XValidation:rule="has(self.workspace) == has(oldSelf.workspace)",message="workspace is immutable: it cannot be added or removed after creation",fieldPath=".workspace"
 type ClaimSpec struct {
 	// templateRef names the ClaimTemplate. It is immutable: claim another
 	// template with a new Claim.

@@ -141,6 +141,7 @@ type Generator struct {
 type Access struct {
 	// namespaceSelector limits claims to namespaces with matching labels; empty allows every namespace.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn'] && has(e.values) && size(e.values) > 0) || (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="matchExpressions: operator must be In or NotIn with values, or Exists or DoesNotExist without values"
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
 	// groups limits claims to users in one of these groups. The admission

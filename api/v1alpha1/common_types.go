@@ -59,6 +59,7 @@ const (
 type WorkspaceSpec struct {
 	// size of the workspace volume. Defaults to the profile's, else 10Gi.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="size must be positive"
 	Size *resource.Quantity `json:"size,omitempty"`
 
 	// storageClassName of the workspace PVC. Defaults to the profile's, else
@@ -114,7 +115,9 @@ type PipelineSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="workspace is immutable"
 	Workspace *WorkspaceSpec `json:"workspace,omitempty"`
 
-	// resources of the worker container.
+	// resources of the worker container, per resource name over the
+	// EnvironmentProfile's workerResources and the manager's defaults. The
+	// admission webhook refuses a request above its limit.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 

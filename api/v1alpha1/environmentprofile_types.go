@@ -19,6 +19,7 @@ type RegistryRewrite struct {
 // EnvironmentProfileSpec is an environment overlay chosen by the platform.
 type EnvironmentProfileSpec struct {
 	// namespaceSelector picks the namespaces whose Claims get this profile.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, (e.operator in ['In', 'NotIn'] && has(e.values) && size(e.values) > 0) || (e.operator in ['Exists', 'DoesNotExist'] && (!has(e.values) || size(e.values) == 0)))",message="matchExpressions: operator must be In or NotIn with values, or Exists or DoesNotExist without values"
 	NamespaceSelector metav1.LabelSelector `json:"namespaceSelector"`
 
 	// priority breaks ties when several profiles match: highest first, then name.
@@ -33,6 +34,7 @@ type EnvironmentProfileSpec struct {
 
 	// workspaceSize is the default workspace size for Claims and Artifacts in matching namespaces.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).isGreaterThan(quantity('0'))",message="workspaceSize must be positive"
 	WorkspaceSize *resource.Quantity `json:"workspaceSize,omitempty"`
 
 	// ingressClassName is set on rendered Ingresses.
@@ -58,6 +60,10 @@ type EnvironmentProfileSpec struct {
 
 	// tolerations are added to rendered pod templates.
 	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator in ['Exists', 'Equal'])",message="toleration operator must be Exists or Equal"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.effect) || t.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute'])",message="toleration effect must be NoSchedule, PreferNoSchedule or NoExecute"
+	// +kubebuilder:validation:XValidation:rule="self.all(t, !has(t.operator) || t.operator != 'Exists' || !has(t.value) || t.value.size() == 0)",message="a toleration with operator Exists must not have a value"
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
 
 	// workerResources are the requests and limits of the render Jobs of

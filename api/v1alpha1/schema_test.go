@@ -94,6 +94,17 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"profile valid", profile("gpu", "  namespaceSelector: {matchLabels: {site: a}}\n  priority: 10\n  storageClassName: fast\n  runtimeClassName: nvidia\n  tolerations: [{key: gpu, operator: Exists}]\n"), ""},
 		{"profile negative priority", profile("neg", "  namespaceSelector: {}\n  priority: -1\n"), "spec.priority"},
 		{"profile missing selector", profile("nosel", "  priority: 1\n"), "spec.namespaceSelector"},
+		{"profile selector In without values", profile("in-novals", "  namespaceSelector: {matchExpressions: [{key: a, operator: In}]}\n"), "spec.namespaceSelector"},
+		{"profile selector unknown operator", profile("badop", "  namespaceSelector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}\n"), "spec.namespaceSelector"},
+		{"profile selector Exists with values", profile("exists-vals", "  namespaceSelector: {matchExpressions: [{key: a, operator: Exists, values: [x]}]}\n"), "spec.namespaceSelector"},
+		{"profile selector valid expressions", profile("exprs", "  namespaceSelector: {matchExpressions: [{key: a, operator: In, values: [x]}, {key: b, operator: DoesNotExist}]}\n"), ""},
+		{"template selector In without values", template("tplsel", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  access: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}\n"), "spec.access.namespaceSelector"},
+		{"profile toleration unknown operator", profile("tolop", "  namespaceSelector: {}\n  tolerations: [{key: gpu, operator: Maybe}]\n"), "spec.tolerations"},
+		{"profile toleration unknown effect", profile("toleff", "  namespaceSelector: {}\n  tolerations: [{key: gpu, operator: Exists, effect: Sometimes}]\n"), "spec.tolerations"},
+		{"profile toleration Exists with value", profile("tolval", "  namespaceSelector: {}\n  tolerations: [{key: gpu, operator: Exists, value: 'yes'}]\n"), "spec.tolerations"},
+		{"profile valid tolerations", profile("tolok", "  namespaceSelector: {}\n  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}, {key: zone, operator: Equal, value: a}]\n"), ""},
+		{"profile zero workspace", profile("wszero", "  namespaceSelector: {}\n  workspaceSize: '0'\n"), "spec.workspaceSize"},
+		{"artifact negative workspace", artifact("wsneg", hf+target+"  workspace: {size: -1Gi}\n"), "spec.workspace.size"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,6 +138,12 @@ func TestImmutableFields(t *testing.T) {
 		{"artifact workspace", artifact("imm-ws", hf+target+"  workspace: {size: 1Gi}\n"), "spec.workspace",
 			func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "2Gi", "spec", "workspace", "size")
+			}},
+		{"artifact workspace removed", artifact("imm-ws-rm", hf+target+"  workspace: {size: 1Gi}\n"), "spec.workspace",
+			func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "workspace") }},
+		{"claim workspace added", claim("imm-ws-add", "  templateRef: {name: a}\n"), "spec.workspace",
+			func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, "1Gi", "spec", "workspace", "size")
 			}},
 	}
 	for _, tc := range cases {
