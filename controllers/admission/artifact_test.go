@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -62,6 +63,13 @@ func TestArtifactReferences(t *testing.T) {
 		{name: "push and CA secrets", a: makeArtifact("push", ns).PushSecret("prod-push").CASecret("prod-ca").Obj(),
 			deny: []string{"spec.target.pushSecretRef: using Secret prod-push", "spec.target.caSecretRef: using Secret prod-ca"}},
 		{name: "readable volume", a: makeArtifact("vol-ok", ns).Volume("models").Obj()},
+		{name: "requests above limits", a: func() *v1alpha1.Artifact {
+			a := makeArtifact("res", ns).Obj()
+			a.Spec.Resources = &corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
+			return a
+		}(), deny: []string{"spec.resources.requests.memory: 4Gi is above its limit 1Gi"}},
 		{name: "volume of another team", a: makeArtifact("vol", ns).Volume("private").Obj(),
 			deny: []string{`spec.source.volume.claimName: reading PersistentVolumeClaim private needs "get" on persistentvolumeclaims named "private"`}},
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -62,6 +63,11 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied(fmt.Sprintf("metadata.annotations[%s]: %v; it is written by packline's mutating webhook only, remove it from your manifest", v1alpha1.AnnotationRequester, err))
 	case got.Username != r.Username:
 		return admission.Denied(fmt.Sprintf("metadata.annotations[%s] names %q, not the requesting user %q", v1alpha1.AnnotationRequester, got.Username, r.Username))
+	}
+	if p, ok := obj.(interface{ GetPipelineSpec() *v1alpha1.PipelineSpec }); ok {
+		if msg := requestsAboveLimits(p.GetPipelineSpec().Resources); msg != "" {
+			return admission.Denied(msg)
+		}
 	}
 	warnings, err := v.check(ctx, obj, r)
 	if err != nil {
@@ -142,4 +148,22 @@ func checkArtifact(checker *entitlement.Checker) func(context.Context, client.Ob
 	return func(ctx context.Context, obj client.Object, r entitlement.Requester) ([]string, error) {
 		return nil, checker.Check(ctx, r, entitlement.ArtifactRights(obj.(*v1alpha1.Artifact)))
 	}
+}
+
+// requestsAboveLimits names each request above its limit in spec.resources:
+// the Job would be refused later, far from the user's apply. (A CEL rule
+// cannot do this: the API server's cost estimate for a rule over two
+// unbounded quantity maps exceeds its budget.)
+func requestsAboveLimits(r *corev1.ResourceRequirements) string {
+	if r == nil {
+		return ""
+	}
+	var bad []string
+	for name, req := range r.Requests {
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+			bad = append(bad, fmt.Sprintf("spec.resources.requests.%s: %s is above its limit %s", name, req.String(), lim.String()))
+		}
+	}
+	sort.Strings(bad)
+	return strings.Join(bad, "; ")
 }
