@@ -19,7 +19,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/test/sandbox"
 )
 
@@ -97,6 +99,11 @@ func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duratio
 			return err
 		}
 		fmt.Printf("%s %s: phase=%s digest=%s attempts=%d\n", obj.GetKind(), name(obj), st.phase, st.digest, st.attempts)
+		who, err := requester(ctx, s, obj)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s %s: requester recorded by the admission webhook: %s\n", obj.GetKind(), name(obj), who)
 		p, err := s.Pull(ctx, st.reference)
 		if err != nil {
 			return err
@@ -121,3 +128,18 @@ func name(o *unstructured.Unstructured) string {
 }
 
 var errStalled = errors.New("stalled")
+
+// requester is the requester annotation the mutating webhook sealed onto
+// obj: its presence shows the API server called the manager's webhooks.
+func requester(ctx context.Context, s *sandbox.Sandbox, obj *unstructured.Unstructured) (string, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(obj), u); err != nil {
+		return "", err
+	}
+	who, ok := u.GetAnnotations()[v1alpha1.AnnotationRequester]
+	if !ok {
+		return "", fmt.Errorf("%s %s has no %s annotation: the admission webhooks did not run", obj.GetKind(), name(obj), v1alpha1.AnnotationRequester)
+	}
+	return who, nil
+}

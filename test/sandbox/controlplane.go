@@ -125,6 +125,11 @@ func (c *controlPlane) startAPIServer(etcdURL string) error {
 			// RBAC is on so that the manager runs with exactly the ClusterRole
 			// it ships with; admin, node and controller-manager are masters.
 			"--authorization-mode=RBAC",
+			// Webhook Services resolve through their EndpointSlices, not
+			// the ClusterIP: nothing routes Service IPs on this host. The
+			// manager process and the process node's pods (see procnode's
+			// endpoints) are reached on loopback addresses.
+			"--enable-aggregator-routing=true",
 			"--anonymous-auth=true", // /readyz and /livez for the probe below
 			"--v=0")
 		if err != nil {

@@ -12,8 +12,10 @@ import (
 )
 
 // StartManager runs the packline manager binary with the ClusterRole's
-// identity, with Options.ManagerArgs and then extra flags. It may be called
-// again after KillManager or StopManager, as a restarted pod.
+// identity, serving the admission webhooks (unless Options.NoWebhooks), with
+// Options.ManagerArgs and then extra flags. It returns once the manager is
+// ready, which includes serving the webhooks with its own certificate. It
+// may be called again after KillManager or StopManager, as a restarted pod.
 func (s *Sandbox) StartManager(extra ...string) error {
 	s.step("packline manager")
 	log, err := openLog(filepath.Join(s.logs, "manager.log"))
@@ -28,7 +30,8 @@ func (s *Sandbox) StartManager(extra ...string) error {
 		"--worker-image=" + WorkerImage,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
-	}, append(append([]string{}, s.o.ManagerArgs...), extra...)...)
+	}, s.webhookArgs()...)
+	args = append(args, append(append([]string{}, s.o.ManagerArgs...), extra...)...)
 	env := append(os.Environ(), "KUBECONFIG="+s.managerKC)
 	p, err := startProc("manager", log, env, s.o.ManagerBin, args...)
 	if err != nil {

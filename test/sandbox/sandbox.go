@@ -54,6 +54,10 @@ type Options struct {
 	ManagerBin, WorkerBin string
 	// ManagerArgs are extra manager flags (backoffs, TTL).
 	ManagerArgs []string
+	// NoWebhooks runs the manager with --enable-webhooks=false and installs
+	// no webhook configuration. By default the manager serves the admission
+	// webhooks to the API server (see installWebhooks).
+	NoWebhooks bool
 	// Images are extra images the process node runs, besides the worker.
 	Images map[string]procnode.Image
 	// Progress receives one line per step; component logs go to Dir/logs.
@@ -79,6 +83,11 @@ type Sandbox struct {
 	manager    *proc
 	managerKC  string
 	ownDir     bool
+
+	// The manager process's webhook server (installWebhooks).
+	webhookPort    int
+	webhookCertDir string
+	mirrorCancel   context.CancelFunc
 }
 
 // Start brings the stack up; on error everything started is stopped again.
@@ -198,8 +207,15 @@ func (s *Sandbox) install(ctx context.Context) error {
 			return err
 		}
 	}
-	s.managerKC, err = s.cp.writeKubeconfig("manager", ManagerUser, nil)
-	return err
+	if s.managerKC, err = s.cp.writeKubeconfig("manager", ManagerUser, nil); err != nil {
+		return err
+	}
+	// Only for a manager process of the sandbox's own: test/deploy installs
+	// config/default itself, webhooks included, and runs the manager as pods.
+	if s.o.ManagerBin != "" && !s.o.NoWebhooks {
+		return s.installWebhooks(ctx)
+	}
+	return nil
 }
 
 // startNode runs the process node in-process, with its own client
@@ -272,6 +288,9 @@ func WorkerImageMapping(bin string) procnode.Image {
 // Stop shuts everything down in reverse order and waits for every process.
 func (s *Sandbox) Stop() {
 	s.StopManager()
+	if s.mirrorCancel != nil {
+		s.mirrorCancel()
+	}
 	if s.nodeCancel != nil {
 		s.nodeCancel()
 		<-s.nodeDone
