@@ -230,6 +230,9 @@ func (s *Sandbox) startNode() error {
 	if err != nil {
 		return err
 	}
+	// The node publishes FQDN EndpointSlices (see procnode), which the API
+	// server answers with a deprecation warning on every write.
+	cfg.WarningHandler = rest.NoWarnings{}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err

@@ -64,7 +64,7 @@ func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVa
 		}
 		return v, nil
 	case src.FieldRef != nil:
-		return fieldValue(pod, src.FieldRef.FieldPath)
+		return fieldValue(pod, n.podIP(pod.UID), src.FieldRef.FieldPath)
 	default:
 		return "", configErr("CreateContainerConfigError", "only secretKeyRef, configMapKeyRef and fieldRef are supported by the process node")
 	}
@@ -108,7 +108,7 @@ func (n *Node) envFromSource(ctx context.Context, ns string, from corev1.EnvFrom
 	return out, nil
 }
 
-func fieldValue(pod *corev1.Pod, path string) (string, error) {
+func fieldValue(pod *corev1.Pod, podIP, path string) (string, error) {
 	switch path {
 	case "metadata.name":
 		return pod.Name, nil
@@ -120,7 +120,9 @@ func fieldValue(pod *corev1.Pod, path string) (string, error) {
 		return pod.Spec.NodeName, nil
 	case "spec.serviceAccountName":
 		return pod.Spec.ServiceAccountName, nil
-	case "status.podIP", "status.hostIP":
+	case "status.podIP":
+		return podIP, nil
+	case "status.hostIP":
 		return "127.0.0.1", nil
 	}
 	for prefix, m := range map[string]map[string]string{"metadata.labels['": pod.Labels, "metadata.annotations['": pod.Annotations} {

@@ -69,6 +69,12 @@ type Node struct {
 	mu   sync.Mutex
 	runs map[types.UID]*podRun
 	wg   sync.WaitGroup
+
+	// Pod addresses (network.go) and Secret volume refreshes (refresh.go).
+	ipMu    sync.Mutex
+	ips     map[types.UID]string
+	nextIP  uint32
+	secrets listerscorev1.SecretLister
 }
 
 // New returns a Node; Run starts it.
@@ -114,8 +120,18 @@ func (n *Node) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	secretsSynced, err := n.watchSecrets(factory)
+	if err != nil {
+		return err
+	}
+	managed := managedSlices(n)
+	eps, epsSynced, err := n.startEndpoints(factory, managed)
+	if err != nil {
+		return err
+	}
 	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+	managed.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), append(epsSynced, inf.Informer().HasSynced, secretsSynced)...) {
 		return ctx.Err()
 	}
 	var workers sync.WaitGroup
@@ -123,10 +139,14 @@ func (n *Node) Run(ctx context.Context) error {
 		workers.Add(1)
 		go func() { defer workers.Done(); n.work(ctx) }()
 	}
+	workers.Add(1)
+	go func() { defer workers.Done(); eps.run(ctx) }()
 	<-ctx.Done()
 	n.queue.ShutDown()
+	eps.queue.ShutDown()
 	workers.Wait()
 	factory.Shutdown()
+	managed.Shutdown()
 	n.killAll()
 	return nil
 }

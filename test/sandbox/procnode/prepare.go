@@ -137,6 +137,7 @@ func (n *Node) container(ctx context.Context, pod *corev1.Pod, c corev1.Containe
 	if !hasEnv(env, "PATH") {
 		env = setEnv(env, "PATH", os.Getenv("PATH"))
 	}
+	env = setEnv(env, PodIPEnv, n.podIP(pod.UID))
 
 	lookup := envLookup(env)
 	s.argv = []string{img.Binary}

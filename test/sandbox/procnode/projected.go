@@ -60,7 +60,7 @@ func (n *Node) projected(ctx context.Context, pod *corev1.Pod, v corev1.Volume, 
 				if it.FieldRef == nil {
 					return configErr("CreateContainerConfigError", "volume %q: only fieldRef downward API items are supported by the process node", v.Name)
 				}
-				val, err := fieldValue(pod, it.FieldRef.FieldPath)
+				val, err := fieldValue(pod, n.podIP(pod.UID), it.FieldRef.FieldPath)
 				if err != nil {
 					return configErr("CreateContainerConfigError", "volume %q: %v", v.Name, err)
 				}

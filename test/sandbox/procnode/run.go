@@ -22,6 +22,12 @@ type podRun struct {
 	started metav1.Time
 	procs   []*containerRun
 	done    chan struct{}
+	// ip is the pod's address (network.go).
+	ip string
+	// notReady holds the containers whose readiness probe has not passed
+	// (probe.go).
+	readyMu  sync.Mutex
+	notReady map[string]bool
 }
 
 type containerRun struct {
@@ -39,8 +45,14 @@ type containerRun struct {
 // launch starts every container of pod as a host process. A container
 // whose binary cannot start ends at once with reason StartError, as with a
 // real runtime.
-func (n *Node) launch(pod *corev1.Pod, specs []containerSpec) *podRun {
-	r := &podRun{pod: pod.DeepCopy(), started: metav1.Now(), done: make(chan struct{})}
+func (n *Node) launch(pod *corev1.Pod, specs []containerSpec, ip string) *podRun {
+	r := &podRun{pod: pod.DeepCopy(), started: metav1.Now(), done: make(chan struct{}), ip: ip, notReady: map[string]bool{}}
+	probed := false
+	for _, c := range pod.Spec.Containers {
+		if c.ReadinessProbe != nil {
+			r.notReady[c.Name], probed = true, true
+		}
+	}
 	for _, s := range specs {
 		c := &containerRun{spec: s, done: make(chan struct{}), started: metav1.Now()}
 		r.procs = append(r.procs, c)
@@ -58,6 +70,10 @@ func (n *Node) launch(pod *corev1.Pod, specs []containerSpec) *podRun {
 		close(r.done)
 		n.finished(pod, r)
 	}()
+	if probed {
+		n.wg.Add(1)
+		go n.probe(r, ip)
+	}
 	return r
 }
 

@@ -8,9 +8,10 @@ import (
 )
 
 // pendingStatus is a bound pod whose containers have not started.
-func pendingStatus(st *corev1.PodStatus, pod *corev1.Pod) {
+func pendingStatus(st *corev1.PodStatus, pod *corev1.Pod, ip string) {
 	st.Phase = corev1.PodPending
-	st.HostIP, st.PodIP = "127.0.0.1", "127.0.0.1"
+	st.HostIP, st.PodIP = "127.0.0.1", ip
+	st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: "127.0.0.1"}}, []corev1.PodIP{{IP: ip}}
 	setCondition(st, corev1.PodScheduled, corev1.ConditionTrue, "")
 	setCondition(st, corev1.PodInitialized, corev1.ConditionTrue, "")
 	setCondition(st, corev1.ContainersReady, corev1.ConditionFalse, "ContainersNotReady")
@@ -28,10 +29,10 @@ func pendingStatus(st *corev1.PodStatus, pod *corev1.Pod) {
 
 func runningStatus(st *corev1.PodStatus, pod *corev1.Pod, r *podRun) {
 	st.Phase = corev1.PodRunning
-	st.HostIP, st.PodIP = "127.0.0.1", "127.0.0.1"
-	st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: "127.0.0.1"}}, []corev1.PodIP{{IP: "127.0.0.1"}}
+	st.HostIP, st.PodIP = "127.0.0.1", r.ip
+	st.HostIPs, st.PodIPs = []corev1.HostIP{{IP: "127.0.0.1"}}, []corev1.PodIP{{IP: r.ip}}
 	st.StartTime = &r.started
-	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.ContainersReady, corev1.PodReady} {
+	for _, t := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized} {
 		setCondition(st, t, corev1.ConditionTrue, "")
 	}
 	st.ContainerStatuses = nil
@@ -39,10 +40,11 @@ func runningStatus(st *corev1.PodStatus, pod *corev1.Pod, r *podRun) {
 		st.ContainerStatuses = append(st.ContainerStatuses, corev1.ContainerStatus{
 			Name: c.spec.name, Image: c.spec.image, ImageID: "process://" + c.spec.argv[0],
 			ContainerID: fmt.Sprintf("process://%d", c.pid),
-			Ready:       true, Started: ptrBool(true),
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: c.started}},
+			Started:     ptrBool(true),
+			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: c.started}},
 		})
 	}
+	readiness(st, r)
 }
 
 // terminatedStatus reports every container's exit; with restartPolicy Never

@@ -91,7 +91,8 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	r := n.launch(pod, specs)
+	r := n.launch(pod, specs, n.podIP(pod.UID))
+	n.refreshPod(r)
 	n.logf("pod %s/%s started (%d containers)", pod.Namespace, pod.Name, len(specs))
 	if err := n.writeStatus(ctx, pod, func(st *corev1.PodStatus) { runningStatus(st, pod, r) }); err != nil {
 		return err
@@ -157,7 +158,7 @@ func (n *Node) waiting(ctx context.Context, pod *corev1.Pod, reason, msg string)
 // as waiting; the pod stays Pending.
 func (n *Node) waitingContainer(ctx context.Context, pod *corev1.Pod, name, reason, msg string) error {
 	return n.writeStatus(ctx, pod, func(st *corev1.PodStatus) {
-		pendingStatus(st, pod)
+		pendingStatus(st, pod, n.podIP(pod.UID))
 		for i := range st.ContainerStatuses {
 			cs := &st.ContainerStatuses[i]
 			if name == "" || cs.Name == name {
@@ -194,6 +195,7 @@ func (n *Node) forget(uid types.UID) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.runs, uid)
+	n.releasePodIP(uid)
 }
 
 // killKey handles a pod that vanished without the node seeing its deletion
