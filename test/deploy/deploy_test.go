@@ -2,8 +2,11 @@
 // installs it into a cluster: the manager and worker images are built and
 // pushed to a registry, the rendered manifests are applied, and the
 // Deployment's two pods run on the process node with the credentials of
-// their ServiceAccount token. It then checks that an Artifact reaches Ready
-// through them and that the standby takes over when the leader dies.
+// their ServiceAccount token. Both serve the admission webhooks to the API
+// server, with a certificate they provision themselves. It then checks
+// that a Claim is denied to a user without the claim verb and admitted and
+// Ready for an entitled one, that an Artifact reaches Ready through them,
+// and that the standby takes over when the leader dies.
 package deploy
 
 import (
@@ -34,6 +37,8 @@ const (
 	ns        = "packline-system"
 	leaseName = "packline-manager.packline.dev"
 	saPath    = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// certPath is where the Deployment mounts the webhook certificate.
+	certPath = "/tmp/k8s-webhook-server/serving-certs"
 	// client-go's leader election logs this once a replica leads.
 	acquiredLease = `"Successfully acquired lease" lock="packline-system/packline-manager.packline.dev"`
 )
@@ -57,6 +62,9 @@ func TestDeployedManager(t *testing.T) {
 			t.Errorf("pod %s runs as %q", p.Name, p.Spec.ServiceAccountName)
 		}
 	}
+
+	checkSelfProvisionedCerts(t, s)
+	checkClaimEntitlement(t, s)
 
 	artifact := sampleArtifact(t, s)
 	first := artifact.DeepCopy()
@@ -122,6 +130,10 @@ func TestDeployedManager(t *testing.T) {
 	if got := waitDeployment(t, s); len(got) != 2 {
 		t.Errorf("after failover: %d manager pods", len(got))
 	}
+	// The webhook Service follows: the replacement serves once ready, and
+	// the API server calls only ready pods.
+	waitWebhookEndpoints(t, s)
+	checkDenied(t, s, "after-failover")
 }
 
 // checkWorkerJob: the deployed flags reach the Job, so its pod runs as the
@@ -167,7 +179,7 @@ func startSandbox(t *testing.T, root string, images map[string]image) *sandbox.S
 		Dir: t.TempDir(), RepoRoot: root, Assets: assets, RegistryBin: regBin,
 		WorkerBin: images["worker"].binary,
 		Images: map[string]procnode.Image{
-			images["manager"].ref: {Binary: wrapper, PathEnv: map[string]string{saPath: "PACKLINE_SA_DIR"}},
+			images["manager"].ref: {Binary: wrapper, PathEnv: map[string]string{saPath: "PACKLINE_SA_DIR", certPath: "PACKLINE_CERT_DIR"}},
 			images["worker"].ref:  sandbox.WorkerImageMapping(images["worker"].binary),
 		},
 		Progress: testWriter{t},
@@ -185,9 +197,13 @@ func startSandbox(t *testing.T, root string, images map[string]image) *sandbox.S
 // and the apiserver's address in the environment. Processes on one host
 // cannot share that path, so the wrapper turns the pod's own token folder
 // into a kubeconfig: still the ServiceAccount's bound token and the
-// cluster's CA, and so exactly its RBAC. All pods here share one network,
-// so the two replicas cannot both bind :8080 and :8081; the wrapper turns
-// those listeners off (the node does not probe).
+// cluster's CA, and so exactly its RBAC. All pods here share the host's
+// network, each with an address of its own (PROCNODE_POD_IP, its podIP), so
+// the wrapper binds the webhook, probe and metrics servers to that address:
+// two replicas can then both listen on :9443, :8081 and :8080, the node's
+// readiness probe reaches the pod's own /readyz, and the webhook Service's
+// endpoints are the pods' addresses. The certificate folder is the pod's
+// Secret volume, which the node keeps in step with the Secret.
 func writeWrapper(t *testing.T, path, server, manager string) {
 	t.Helper()
 	script := `#!/bin/sh
@@ -208,7 +224,9 @@ contexts:
 current-context: pod
 EOF
 export KUBECONFIG="$kc"
-exec "` + manager + `" "$@" --metrics-bind-address=0 --health-probe-bind-address=0
+exec "` + manager + `" "$@" \
+  --webhook-host="$PROCNODE_POD_IP" --webhook-cert-dir="$PACKLINE_CERT_DIR" \
+  --metrics-bind-address="$PROCNODE_POD_IP:8080" --health-probe-bind-address="$PROCNODE_POD_IP:8081"
 `
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)

@@ -36,6 +36,10 @@ var kubeControllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
 	"root-ca-certificate-publisher-controller",
+	// Not the endpoints or endpointslice controllers: the process node's
+	// pods have loopback addresses, which the API server refuses in
+	// Endpoints and IPv4 EndpointSlices; the node publishes its pods behind
+	// Services itself (procnode's network.go).
 }
 
 // controlPlane is etcd, kube-apiserver and kube-controller-manager.
