@@ -13,10 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/test/manifests"
 )
@@ -99,11 +100,14 @@ func (s *Sandbox) installWebhooks(ctx context.Context) error {
 		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"127.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(webhookServicePort), Port: ptr.To(int32(s.webhookPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(slice)
+	// FQDN slices draw a deprecation warning; client-go would print it.
+	cfg := rest.CopyConfig(s.Config)
+	cfg.WarningHandler = rest.NoWarnings{}
+	quiet, err := client.New(cfg, client.Options{})
 	if err != nil {
 		return err
 	}
-	if err := s.Apply(ctx, &unstructured.Unstructured{Object: m}); err != nil {
+	if err := quiet.Patch(ctx, slice, client.Apply, client.FieldOwner("packline-sandbox"), client.ForceOwnership); err != nil {
 		return fmt.Errorf("installing the webhook EndpointSlice: %w", err)
 	}
 	s.webhookCertDir = filepath.Join(s.Dir, "manager", "webhook-certs")
