@@ -12,6 +12,11 @@ import (
 // EnvRenderMaxBytes overrides the limit on the rendered manifests' size.
 const EnvRenderMaxBytes = "PACKLINE_RENDER_MAX_BYTES"
 
+// EnvTemplateAuthDir overrides spec.TemplateAuthDir, where a private
+// template's Secret is mounted (the sandbox's process node maps it to a
+// local folder).
+const EnvTemplateAuthDir = "PACKLINE_TEMPLATE_AUTH_DIR"
+
 func init() { commands["claim"] = runClaim }
 
 // runClaim renders the Claim's template with its values, exposure and
@@ -23,7 +28,7 @@ func runClaim(ctx context.Context) result.Result {
 	}
 	res, err := render.Run(ctx, c, render.Options{
 		WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
-		AuthDir: envOr(EnvSourceAuthDir, spec.SourceAuthDir),
+		AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
 		Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
 	})
 	if err != nil {

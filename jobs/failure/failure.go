@@ -43,6 +43,11 @@ const ReasonTemplateRejected = "TemplateRejected"
 // the limit has to change.
 const ReasonRenderTooLarge = "RenderTooLarge"
 
+// ReasonTemplateAuth: a Claim's template repository refused the
+// credentials of the ClaimTemplate's spec.source.secretRef, or needs some
+// and the template has none. Permanent: an admin has to fix the Secret.
+const ReasonTemplateAuth = "TemplateAuthDenied"
+
 // Error is an error with a reason and a permanence already decided.
 type Error struct {
 	Reason    string

@@ -20,7 +20,8 @@ import (
 type Options struct {
 	// WorkDir holds the clone (the workspace volume in a pod).
 	WorkDir string
-	// AuthDir holds the Git source Secret's files, if mounted.
+	// AuthDir holds a private template's Secret's files (the mounted
+	// spec.source.secretRef); read only when the template has one.
 	AuthDir string
 	Limits  Limits
 	// Target, when set, replaces the registry client built from the spec
@@ -38,12 +39,16 @@ func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
 	if tag == "" {
 		tag = "latest"
 	}
-	rev, snap, err := source.Fetch(ctx, source.Options{
-		URL: c.Template.Source.URL, Ref: c.Template.Source.Ref,
-		Dir: cloneDir(o.WorkDir), AuthDir: o.AuthDir,
-	})
+	auth, err := templateAuth(c.Template, o.AuthDir)
 	if err != nil {
 		return result.Result{}, err
+	}
+	rev, snap, err := source.Fetch(ctx, source.Options{
+		URL: c.Template.Source.URL, Ref: c.Template.Source.Ref,
+		Dir: cloneDir(o.WorkDir), Auth: auth,
+	})
+	if err != nil {
+		return result.Result{}, templateAuthError(c.Template, err)
 	}
 	files, err := Manifests(c, snap, o.Limits)
 	if err != nil {

@@ -4,23 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
-	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
-	"golang.org/x/crypto/ssh"
-	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/gitauth"
 )
 
 var regexpSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -101,49 +96,8 @@ func gitError(url, ref string, err error) error {
 	return failure.Retryable(failure.ReasonSourceFailed, err)
 }
 
-// gitAuth reads the Secret's files: token, or username/password, for HTTPS;
-// ssh-privatekey (with known_hosts, else any host key is refused) for SSH.
+// gitAuth reads the Secret's files (see package gitauth, shared with the
+// Claim render's private templates).
 func gitAuth(dir, url string) (transport.AuthMethod, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSpace(string(b))
-	}
-	if strings.HasPrefix(url, "ssh://") {
-		key, err := os.ReadFile(filepath.Join(dir, "ssh-privatekey"))
-		if err != nil {
-			return nil, nil
-		}
-		user := firstOf(read("username"), "git")
-		pk, err := gitssh.NewPublicKeys(user, key, read("password"))
-		if err != nil {
-			return nil, failure.Permanent(failure.ReasonSourceAuth, fmt.Errorf("ssh-privatekey: %w", err))
-		}
-		kh := filepath.Join(dir, "known_hosts")
-		if _, err := os.Stat(kh); err == nil {
-			cb, err := knownhosts.New(kh)
-			if err != nil {
-				return nil, failure.Permanent(failure.ReasonSourceAuth, fmt.Errorf("known_hosts: %w", err))
-			}
-			pk.HostKeyCallback = cb
-		} else {
-			pk.HostKeyCallback = func(string, net.Addr, ssh.PublicKey) error {
-				return errors.New("no known_hosts in the source Secret: refusing an unverified host key")
-			}
-		}
-		return pk, nil
-	}
-	if tok := read("token"); tok != "" {
-		// Git hosts accept a token as the password of any user name.
-		return &githttp.BasicAuth{Username: firstOf(read("username"), "git"), Password: tok}, nil
-	}
-	if user, pass := read("username"), read("password"); user != "" || pass != "" {
-		return &githttp.BasicAuth{Username: user, Password: pass}, nil
-	}
-	return nil, nil
+	return gitauth.Load(dir, url, failure.ReasonSourceAuth)
 }

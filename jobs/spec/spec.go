@@ -43,6 +43,10 @@ const (
 	// SourceAuthDir holds the Git source Secret's keys as files
 	// (username, password, token, ssh-privatekey, known_hosts).
 	SourceAuthDir = "/var/run/packline/source-auth"
+	// TemplateAuthDir holds a private ClaimTemplate's repository Secret's
+	// credential keys as files (same keys as SourceAuthDir). It is mounted
+	// only into render pods in the template namespace.
+	TemplateAuthDir = "/var/run/packline/template-auth"
 	// SourceVolumeDir is where a volume source's PVC is mounted read-only.
 	SourceVolumeDir = "/var/run/packline/source-volume"
 )

@@ -281,6 +281,7 @@ func WorkerImageMapping(bin string) procnode.Image {
 		PathEnv: map[string]string{
 			spec.WorkspaceDir:                    "PACKLINE_WORKSPACE",
 			spec.SourceAuthDir:                   "PACKLINE_SOURCE_AUTH_DIR",
+			spec.TemplateAuthDir:                 "PACKLINE_TEMPLATE_AUTH_DIR",
 			spec.SourceVolumeDir:                 "PACKLINE_SOURCE_VOLUME_DIR",
 			spec.PullAuthDir:                     "PACKLINE_PULL_AUTH_DIR",
 			corev1.TerminationMessagePathDefault: "PACKLINE_TERMINATION_LOG",

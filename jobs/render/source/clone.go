@@ -30,8 +30,9 @@ type Options struct {
 	// Dir is where the bare clone is written; it is emptied first, because a
 	// retry reuses the workspace of the failed attempt.
 	Dir string
-	// AuthDir holds the source Secret's keys as files; see Auth.
-	AuthDir string
+	// Auth is the repository's credential (see package gitauth); nil
+	// clones anonymously.
+	Auth transport.AuthMethod
 	// Limits bound what is read from the tree; zero fields take defaults.
 	Limits Limits
 }
@@ -55,10 +56,7 @@ func Fetch(ctx context.Context, o Options) (Revision, *Snapshot, error) {
 	if o.Ref == "" {
 		o.Ref = "main"
 	}
-	auth, err := Auth(o.AuthDir, o.URL)
-	if err != nil {
-		return Revision{}, nil, err
-	}
+	auth := o.Auth
 	refs, err := listRefs(ctx, o.URL, auth)
 	if err != nil {
 		return Revision{}, nil, classify(err, o.URL)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/gitauth"
 	"github.com/packline/packline/jobs/render/source"
 	"github.com/packline/packline/test/gitserver"
 )
@@ -122,7 +123,11 @@ func TestFetchFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := source.Fetch(context.Background(), source.Options{URL: tc.url, Ref: tc.ref, Dir: filepath.Join(t.TempDir(), "src"), AuthDir: tc.authDir})
+			auth, err := gitauth.Load(tc.authDir, tc.url, failure.ReasonSourceAuth)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = source.Fetch(context.Background(), source.Options{URL: tc.url, Ref: tc.ref, Dir: filepath.Join(t.TempDir(), "src"), Auth: auth})
 			var got *want
 			if err != nil {
 				var fe *failure.Error
