@@ -94,13 +94,19 @@ func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// podOwner maps a worker pod to its owner through the pipeline's labels.
+// podOwner maps a worker pod (or Job) to its owner through the pipeline's
+// labels: in the owner's namespace, or the one the owner-namespace label
+// names for a child in another namespace (see pipeline.Work.Namespace).
 func podOwner(kind string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []ctrl.Request {
 		l := o.GetLabels()
 		if l[pipeline.LabelOwnerKind] != kind || l[pipeline.LabelOwnerName] == "" {
 			return nil
 		}
-		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: l[pipeline.LabelOwnerName]}}}
+		ns := o.GetNamespace()
+		if owner := l[pipeline.LabelOwnerNamespace]; owner != "" {
+			ns = owner
+		}
+		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: l[pipeline.LabelOwnerName]}}}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -30,6 +32,9 @@ const (
 	ReasonInvalidTemplate    = "InvalidTemplate"
 	ReasonInvalidValues      = "InvalidValues"
 	ReasonNoTarget           = "NoTargetRepository"
+	// ReasonTargetNotAllowed: a Claim of a private template sets a part of
+	// spec.target that only the template may set.
+	ReasonTargetNotAllowed = "TargetNotAllowed"
 )
 
 const templateRefIndex = "spec.templateRef.name"
@@ -77,10 +82,13 @@ type ClaimInputs struct {
 	Template        *v1alpha1.ClaimTemplate
 	NamespaceLabels map[string]string
 	Profiles        []v1alpha1.EnvironmentProfile
+	// TemplateNamespace is where Claims of a private template render (the
+	// manager's --template-namespace).
+	TemplateNamespace string
 }
 
 func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInputs, error) {
-	var in ClaimInputs
+	in := ClaimInputs{TemplateNamespace: r.Pipeline.Config.TemplateNamespace}
 	tpl := &v1alpha1.ClaimTemplate{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); {
 	case apierrors.IsNotFound(err):
@@ -136,6 +144,11 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	if err := claims.ValidateValues(schema, c.Spec.Values); err != nil {
 		return blocked(ReasonInvalidValues, err)
 	}
+	if tpl.Spec.Private() {
+		if err := privateTarget(tpl, c, in.TemplateNamespace); err != nil {
+			return blocked(ReasonTargetNotAllowed, err)
+		}
+	}
 	repo, err := claims.TargetRepository(tpl, c)
 	if err != nil {
 		return blocked(ReasonNoTarget, err)
@@ -145,6 +158,23 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	var t v1alpha1.Target
 	if c.Spec.Target != nil {
 		t = *c.Spec.Target
+	}
+	hints := targetHints(t)
+	hints[failure.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
+	var ns string
+	if tpl.Spec.Private() {
+		// The render runs in the template namespace, where the template's
+		// Secrets are; see privateTarget.
+		ns = in.TemplateNamespace
+		t.PushSecretRef = tpl.Spec.PushSecretRef
+		// Only the credential keys, never the rest of the Secret. A
+		// Secret volume whose items name a key the Secret lacks fails to
+		// mount ("references non-existent secret key", kubelet's
+		// pkg/volume/secret MakePayload) unless the volume is optional,
+		// which skips missing keys; SecretKeys makes it optional, since a
+		// credential uses only some of the keys.
+		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
+		hints = privateHints(tpl)
 	}
 	target := m.Target(t, repo)
 	tplSpec := *tpl.Spec.DeepCopy()
@@ -164,8 +194,42 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	}
 	return pipeline.Work{
 		Command: "claim", Spec: doc, Mounts: m, InputsHash: hash, Tag: target.Tag,
-		WorkspaceDefaults: ws, Hints: targetHints(t), Resources: resources,
+		WorkspaceDefaults: ws, Hints: hints, Resources: resources, Namespace: ns,
 	}, nil
+}
+
+// privateTarget applies the rule for Claims of a template with credentials
+// (spec.source.secretRef). Their render runs in the template namespace,
+// never in the Claim's, so that no Job, pod, PVC or env var in a tenant's
+// namespace can expose the credential; and it pushes only where the
+// template says, with the template's spec.pushSecretRef. A tenant who could
+// pick the repository, push Secret or CA would choose where a render made
+// with the admin's credential goes, or make the render mount a Secret of
+// the template namespace by name. The tag and the plain-HTTP and TLS flags
+// stay the Claim's.
+func privateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim, templateNamespace string) error {
+	if templateNamespace == "" {
+		return fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name)
+	}
+	t := c.Spec.Target
+	if t == nil {
+		return nil
+	}
+	var fields []string
+	if t.Repository != "" {
+		fields = append(fields, "spec.target.repository")
+	}
+	if t.PushSecretRef != nil {
+		fields = append(fields, "spec.target.pushSecretRef")
+	}
+	if t.CASecretRef != nil {
+		fields = append(fields, "spec.target.caSecretRef")
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: not allowed, because ClaimTemplate %s reads a private repository: its Claims push to the template's spec.repositoryPrefix with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
+		strings.Join(fields, ", "), tpl.Name, strings.Join(fields, " and "))
 }
 
 // claimInputsHash covers the template, the chosen profile and the claim
@@ -198,7 +262,9 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Claim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&batchv1.Job{}).
+		// By label, not owner reference: a private template's Jobs are in
+		// the template namespace, where no owner reference can point.
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
 		Watches(&v1alpha1.ClaimTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
 			return []client.ListOption{client.MatchingFields{templateRefIndex: o.GetName()}}

@@ -16,6 +16,20 @@ func targetHints(t v1alpha1.Target) map[string]string {
 	return map[string]string{failure.ReasonRegistryAuth: fmt.Sprintf("check the credentials in Secret %q (spec.target.pushSecretRef)", t.PushSecretRef.Name)}
 }
 
+// privateHints are the hints of a Claim of a private template. They name
+// the template's fields, not its Secrets: those are in the template
+// namespace, which the tenant cannot read, and only an admin can fix them.
+func privateHints(tpl *v1alpha1.ClaimTemplate) map[string]string {
+	push := fmt.Sprintf("ClaimTemplate %s has no spec.pushSecretRef: a platform admin must set one for the registry", tpl.Name)
+	if tpl.Spec.PushSecretRef != nil {
+		push = fmt.Sprintf("a platform admin must check the registry credentials of ClaimTemplate %s spec.pushSecretRef", tpl.Name)
+	}
+	return map[string]string{
+		failure.ReasonRegistryAuth: push,
+		failure.ReasonTemplateAuth: fmt.Sprintf("a platform admin must check the repository credentials of ClaimTemplate %s spec.source.secretRef", tpl.Name),
+	}
+}
+
 // sourceHints do the same for an Artifact's source credentials.
 func sourceHints(src v1alpha1.ArtifactSource, hints map[string]string) map[string]string {
 	var ref string

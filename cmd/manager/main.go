@@ -37,6 +37,7 @@ func main() {
 	workerRequests := flag.String("worker-requests", "cpu=250m,memory=256Mi", "Default requests of worker containers (name=quantity,...); a profile's workerResources and spec.resources override them.")
 	workerLimits := flag.String("worker-limits", "memory=2Gi", "Default limits of worker containers (name=quantity,...).")
 	flag.Var(quantityFlag{&cfg.WorkerTmpSize}, "worker-tmp-size", "Size limit of the worker's writable /tmp (an emptyDir).")
+	flag.StringVar(&cfg.TemplateNamespace, "template-namespace", cfg.TemplateNamespace, "Namespace of private ClaimTemplates' Secrets, where their Claims render (default: $POD_NAMESPACE, else packline-system).")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")

@@ -47,9 +47,25 @@ func (o Owner) OwnerLabels() map[string]string {
 	}
 }
 
+// placement returns where a child object of o goes and how it points back
+// to o. In o's namespace (ns empty or equal) it gets an owner reference, so
+// the garbage collector deletes it with o. In another namespace an owner
+// reference would be invalid; it gets the owner-namespace label instead, and
+// RemoteFinalizer deletes it with o.
+func (o Owner) placement(ns string) (string, map[string]string, []metav1.OwnerReference) {
+	labels := o.OwnerLabels()
+	if ns == "" || ns == o.Namespace {
+		return o.Namespace, labels, []metav1.OwnerReference{o.ref()}
+	}
+	labels[LabelOwnerNamespace] = o.Namespace
+	return ns, labels, nil
+}
+
 // WorkspaceParams are the inputs of BuildWorkspace.
 type WorkspaceParams struct {
-	Owner        Owner
+	Owner Owner
+	// Namespace of the PVC; empty means the owner's.
+	Namespace    string
 	Size         *resource.Quantity
 	StorageClass *string
 }
@@ -60,13 +76,14 @@ func BuildWorkspace(p WorkspaceParams) *corev1.PersistentVolumeClaim {
 	if p.Size != nil {
 		size = *p.Size
 	}
+	ns, labels, refs := p.Owner.placement(p.Namespace)
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            WorkspaceName(p.Owner.Name),
-			Namespace:       p.Owner.Namespace,
-			Labels:          p.Owner.OwnerLabels(),
-			OwnerReferences: []metav1.OwnerReference{p.Owner.ref()},
+			Namespace:       ns,
+			Labels:          labels,
+			OwnerReferences: refs,
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
@@ -80,7 +97,9 @@ func BuildWorkspace(p WorkspaceParams) *corev1.PersistentVolumeClaim {
 
 // JobParams are the inputs of BuildJob.
 type JobParams struct {
-	Owner      Owner
+	Owner Owner
+	// Namespace of the Job (and its pods); empty means the owner's.
+	Namespace  string
 	Generation int64
 	Attempt    int32
 	// InputsHash identifies the effective inputs; see InputsHash.
@@ -116,7 +135,7 @@ const workerContainer = "worker"
 // owns spec.suspend.
 func BuildJob(p JobParams) *batchv1.Job {
 	name := JobName(p.Owner.Name, p.Generation, p.InputsHash, p.Attempt)
-	labels := p.Owner.OwnerLabels()
+	ns, labels, refs := p.Owner.placement(p.Namespace)
 	labels[LabelGeneration] = strconv.FormatInt(p.Generation, 10)
 	labels[LabelAttempt] = strconv.Itoa(int(p.Attempt))
 	labels[LabelInputs] = p.InputsHash
@@ -154,9 +173,9 @@ func BuildJob(p JobParams) *batchv1.Job {
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:            name,
-			Namespace:       p.Owner.Namespace,
+			Namespace:       ns,
 			Labels:          jobLabels,
-			OwnerReferences: []metav1.OwnerReference{p.Owner.ref()},
+			OwnerReferences: refs,
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),

@@ -19,6 +19,11 @@ const (
 	LabelGeneration = "packline.dev/generation"
 	LabelAttempt    = "packline.dev/attempt"
 	LabelInputs     = "packline.dev/inputs"
+	// LabelOwnerNamespace is set only on a child object in another
+	// namespace than its owner's (a private template's render runs in the
+	// template namespace): an owner reference cannot cross namespaces, so
+	// watches map the object back to its owner through this label.
+	LabelOwnerNamespace = "packline.dev/owner-namespace"
 
 	managedBy = "packline"
 

@@ -7,6 +7,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,6 +45,19 @@ type Config struct {
 	// independent (one object is never reconciled twice at once), and most
 	// of their time is apiserver round trips.
 	MaxConcurrentReconciles int
+	// TemplateNamespace (--template-namespace) holds the credential Secrets
+	// of private ClaimTemplates, and the render Jobs and workspaces of their
+	// Claims, so that nothing in a tenant's namespace can expose them.
+	TemplateNamespace string
+}
+
+// DefaultTemplateNamespace is the manager's own namespace ($POD_NAMESPACE),
+// else "packline-system".
+func DefaultTemplateNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	return "packline-system"
 }
 
 // DefaultConfig holds the documented defaults.
@@ -64,6 +78,7 @@ func DefaultConfig() Config {
 		WorkerTmpSize: resource.MustParse("1Gi"),
 
 		MaxConcurrentReconciles: 4,
+		TemplateNamespace:       DefaultTemplateNamespace(),
 	}
 }
 
@@ -96,6 +111,11 @@ type Work struct {
 	// name what the user must fix (for example the Secret behind a 401),
 	// which the worker cannot know.
 	Hints map[string]string
+	// Namespace runs the Job and holds the workspace; empty means the
+	// owner's. Elsewhere, children carry no owner reference (it cannot
+	// cross namespaces) but the owner-namespace label, and RemoteFinalizer
+	// deletes them with the owner.
+	Namespace string
 }
 
 // Blocked is returned by a kind's prepare step when no Job can run yet.
@@ -134,9 +154,16 @@ type Pipeline struct {
 func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFunc) (res ctrl.Result, retErr error) {
 	if !obj.GetDeletionTimestamp().IsZero() {
 		// Owner references let the garbage collector take the Job and PVC;
-		// only deletionPolicy Delete has work to do first.
+		// only deletionPolicy Delete has work to do first, and then the
+		// children in another namespace, which no owner reference reaches.
 		if controllerutil.ContainsFinalizer(obj, Finalizer) {
-			return p.cleanup(ctx, obj)
+			res, err := p.cleanup(ctx, obj)
+			if err != nil || controllerutil.ContainsFinalizer(obj, Finalizer) {
+				return res, err
+			}
+		}
+		if controllerutil.ContainsFinalizer(obj, RemoteFinalizer) {
+			return ctrl.Result{}, p.deleteRemoteChildren(ctx, obj)
 		}
 		return ctrl.Result{}, nil
 	}
@@ -167,9 +194,12 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 
 	steps := []func(context.Context, *scope) (ctrl.Result, error){
 		p.syncFinalizer,
+		p.syncRemoteFinalizer,
 		p.startRun,
 		p.loadJobs,
+		p.loadWorkspaces,
 		p.deleteStaleJobs,
+		p.deleteStaleWorkspaces,
 		p.reportBlocked,
 		p.ensureWorkspace,
 		p.ensureJob,

@@ -30,13 +30,37 @@ type scope struct {
 	base    client.Object
 	work    Work
 	blocked *Blocked
-	// jobs of the current run, by attempt; stale holds the others.
+	// jobs of the current run, by attempt; stale holds the others, in any
+	// namespace (see loadJobs).
 	jobs  map[int32]*batchv1.Job
 	stale []batchv1.Job
+	// staleWorkspaces are workspace PVCs outside the run's namespace.
+	staleWorkspaces []corev1.PersistentVolumeClaim
 	// job is the current attempt's Job, once ensured.
 	job *batchv1.Job
 	// stop ends the step list early (nothing more to do this reconcile).
 	stop bool
+}
+
+// namespace is where this run's Job and workspace live: the Work's
+// namespace (a private template's Claims render in the template namespace),
+// else the owner's.
+func (s *scope) namespace() string {
+	if s.work.Namespace != "" {
+		return s.work.Namespace
+	}
+	return s.owner.Namespace
+}
+
+// remote reports whether the run's children live outside the owner's namespace.
+func (s *scope) remote() bool { return s.namespace() != s.owner.Namespace }
+
+// ours reports whether a child object found by the owner-uid label was made
+// for this owner: in its namespace, or labelled with it. A tenant can label
+// an object of its own namespace with any uid; such an object is neither
+// adopted nor deleted.
+func (s *scope) ours(o metav1.Object) bool {
+	return o.GetNamespace() == s.owner.Namespace || o.GetLabels()[LabelOwnerNamespace] == s.owner.Namespace
 }
 
 func (p *Pipeline) newScope(obj Object) (*scope, error) {
@@ -69,18 +93,23 @@ func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 	return ctrl.Result{}, nil
 }
 
-// loadJobs lists the owner's Jobs and splits current from stale.
+// loadJobs lists the owner's Jobs and splits current from stale. It looks
+// in every namespace (the cache holds packline's Jobs cluster-wide): when a
+// template turns private or public, the Jobs of the earlier runs are in the
+// other namespace, and they are stale too.
 func (p *Pipeline) loadJobs(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var list batchv1.JobList
-	if err := p.Client.List(ctx, &list, client.InNamespace(s.owner.Namespace),
-		client.MatchingLabels{LabelOwnerUID: s.owner.UID}); err != nil {
+	if err := p.Client.List(ctx, &list, client.MatchingLabels{LabelOwnerUID: s.owner.UID}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing Jobs: %w", err)
 	}
 	s.jobs = map[int32]*batchv1.Job{}
 	gen := strconv.FormatInt(s.obj.GetGeneration(), 10)
 	for i := range list.Items {
 		j := &list.Items[i]
-		if j.Labels[LabelGeneration] != gen || j.Labels[LabelInputs] != s.work.InputsHash || s.blocked != nil {
+		if !s.ours(j) {
+			continue
+		}
+		if j.Namespace != s.namespace() || j.Labels[LabelGeneration] != gen || j.Labels[LabelInputs] != s.work.InputsHash || s.blocked != nil {
 			s.stale = append(s.stale, *j)
 			continue
 		}
@@ -108,6 +137,37 @@ func (p *Pipeline) deleteStaleJobs(ctx context.Context, s *scope) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
+// loadWorkspaces finds the owner's workspace PVCs outside the run's
+// namespace: left behind when a template turned private or public.
+func (p *Pipeline) loadWorkspaces(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.blocked != nil {
+		// No run, so no namespace to keep a workspace in: leave them.
+		return ctrl.Result{}, nil
+	}
+	var list corev1.PersistentVolumeClaimList
+	if err := p.Client.List(ctx, &list, client.MatchingLabels{LabelOwnerUID: s.owner.UID}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing workspaces: %w", err)
+	}
+	for _, pvc := range list.Items {
+		if s.ours(&pvc) && pvc.Namespace != s.namespace() && pvc.Name == WorkspaceName(s.owner.Name) && pvc.DeletionTimestamp.IsZero() {
+			s.staleWorkspaces = append(s.staleWorkspaces, pvc)
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// deleteStaleWorkspaces deletes the workspaces loadWorkspaces found.
+func (p *Pipeline) deleteStaleWorkspaces(ctx context.Context, s *scope) (ctrl.Result, error) {
+	for i := range s.staleWorkspaces {
+		pvc := &s.staleWorkspaces[i]
+		if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("deleting workspace %s/%s: %w", pvc.Namespace, pvc.Name, err)
+		}
+		logf.FromContext(ctx).Info("deleted workspace of an earlier run in another namespace", "namespace", pvc.Namespace)
+	}
+	return ctrl.Result{}, nil
+}
+
 // reportBlocked turns a kind's *Blocked into status, and runs nothing.
 func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, error) {
 	if s.blocked == nil {
@@ -131,7 +191,7 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	ws := s.obj.GetPipelineSpec().Workspace
 	params := s.work.WorkspaceDefaults
-	params.Owner = s.owner
+	params.Owner, params.Namespace = s.owner, s.namespace()
 	if ws != nil && ws.Size != nil {
 		params.Size = ws.Size
 	}
@@ -156,7 +216,7 @@ func (p *Pipeline) releaseWorkspace(ctx context.Context, s *scope) error {
 		return nil
 	}
 	pvc := &corev1.PersistentVolumeClaim{}
-	pvc.Name, pvc.Namespace = WorkspaceName(s.owner.Name), s.owner.Namespace
+	pvc.Name, pvc.Namespace = WorkspaceName(s.owner.Name), s.namespace()
 	if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("freeing workspace: %w", err)
 	}
@@ -184,7 +244,7 @@ func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error)
 	}
 	job := s.jobs[attempt]
 	if job == nil {
-		if missing, err := p.workerServiceAccountMissing(ctx, s.owner.Namespace); err != nil || missing != "" {
+		if missing, err := p.workerServiceAccountMissing(ctx, s.namespace()); err != nil || missing != "" {
 			if missing != "" {
 				// Without this check the Job controller could not create the
 				// pod, and the run would sit silently until its deadline.
@@ -240,7 +300,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		timeout = ps.Timeout.Duration
 	}
 	job := BuildJob(JobParams{
-		Owner: s.owner, Generation: s.obj.GetGeneration(), Attempt: attempt, InputsHash: s.work.InputsHash,
+		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: attempt, InputsHash: s.work.InputsHash,
 		Image: p.Config.WorkerImage, Command: s.work.Command, SpecJSON: doc,
 		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts,
 		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName,
@@ -266,7 +326,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 // observe reads the Job and its pods and moves the phase.
 func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var pods corev1.PodList
-	if err := p.Client.List(ctx, &pods, client.InNamespace(s.owner.Namespace),
+	if err := p.Client.List(ctx, &pods, client.InNamespace(s.job.Namespace),
 		client.MatchingLabels{batchv1.JobNameLabel: s.job.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing pods of Job %s: %w", s.job.Name, err)
 	}

@@ -1,0 +1,274 @@
+package controllers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// privateSetup starts a manager whose template namespace is a fresh one,
+// with a private template's repository and push Secrets in it.
+type privateSetup struct {
+	tplNS, repoSecret, pushSecret, password string
+}
+
+func startPrivate(t *testing.T) privateSetup {
+	t.Helper()
+	s := privateSetup{tplNS: newNamespace(t), password: "RepoPassMARKER" + fmt.Sprint(nsCounter.Load())}
+	s.repoSecret, s.pushSecret = "repo-creds-"+s.tplNS, "push-creds-"+s.tplNS
+	startManager(t, func(c *pipeline.Config) { c.TemplateNamespace = s.tplNS })
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.repoSecret, Namespace: s.tplNS},
+		StringData: map[string]string{"username": "platform-bot", "password": s.password, "unrelated": "not mounted"}})
+	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: s.pushSecret, Namespace: s.tplNS}, Type: corev1.SecretTypeDockerConfigJson,
+		StringData: map[string]string{corev1.DockerConfigJsonKey: `{"auths":{"registry.example.com":{"auth":"` + s.password + `"}}}`}})
+	return s
+}
+
+func (s privateSetup) template(name string) *v1alpha1.ClaimTemplate {
+	tpl := makeTemplate(name)
+	tpl.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: s.repoSecret}
+	tpl.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: s.pushSecret}
+	return tpl
+}
+
+func workspaceIn(g Gomega, ns, owner string) *corev1.PersistentVolumeClaim {
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pipeline.WorkspaceName(owner)}, pvc)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+	if !pvc.DeletionTimestamp.IsZero() {
+		// envtest runs no pvc-protection controller: a deleted PVC stays
+		// with its finalizer.
+		return nil
+	}
+	return pvc
+}
+
+func volume(job *batchv1.Job, name string) *corev1.Volume {
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.Name == name {
+			return &v
+		}
+	}
+	return nil
+}
+
+// A Claim of a private template renders in the template namespace: its Job
+// and workspace are there (no owner reference, the owner-namespace label),
+// with the template's repository Secret mounted as its credential keys
+// only and its push Secret as the docker config; nothing is created in the
+// tenant's namespace. The Job and its pod there still drive the Claim's
+// status, an auth failure names the template's field and not its Secret,
+// and nothing in the tenant's namespace, the Claim included, names the
+// Secrets or carries their content.
+func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
+	s := startPrivate(t)
+	tenant := newNamespace(t)
+	tpl := s.template(tenant + "-private")
+	create(t, tpl)
+
+	ok := makeClaim("ide", tenant, tpl.Name).Values(`{"replicas":2}`).Obj()
+	ok.Spec.Target = &v1alpha1.Target{Tag: "v2", PlainHTTP: true, InsecureSkipTLSVerify: true}
+	create(t, ok)
+	job := waitJob(t, s.tplNS, ok.Name, 1, 1)
+	g := NewWithT(t)
+	g.Expect(job.OwnerReferences).To(BeEmpty(), "an owner reference cannot cross namespaces")
+	g.Expect(job.Labels).To(HaveKeyWithValue(pipeline.LabelOwnerNamespace, tenant))
+	g.Expect(job.Spec.Template.Labels).To(HaveKeyWithValue(pipeline.LabelOwnerNamespace, tenant))
+	auth := volume(job, "template-auth")
+	g.Expect(auth).NotTo(BeNil())
+	g.Expect(auth.Secret.SecretName).To(Equal(s.repoSecret))
+	g.Expect(*auth.Secret.Optional).To(BeTrue(), "a credential uses only some of the keys; missing ones must not fail the mount")
+	var keys []string
+	for _, it := range auth.Secret.Items {
+		keys = append(keys, it.Key)
+	}
+	g.Expect(keys).To(ConsistOf(pipeline.GitCredentialKeys), "never the whole Secret")
+	g.Expect(job.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(And(
+		HaveField("Name", "template-auth"), HaveField("MountPath", spec.TemplateAuthDir), HaveField("ReadOnly", true))))
+	push := volume(job, "push-auth")
+	g.Expect(push).NotTo(BeNil())
+	g.Expect(push.Secret.SecretName).To(Equal(s.pushSecret))
+	eventually(t, func(g Gomega) {
+		doc := workerSpec(g, s.tplNS, ok.Name)
+		g.Expect(doc.Target).To(Equal(spec.Target{Repository: "registry.example.com/claims/" + tenant + "/ide", Tag: "v2", PlainHTTP: true, Insecure: true}))
+		g.Expect(workspaceIn(g, s.tplNS, ok.Name)).NotTo(BeNil())
+		g.Expect(workspaceIn(g, tenant, ok.Name)).To(BeNil())
+		g.Expect(jobsOf(g, tenant, ok.Name)).To(BeEmpty())
+		g.Expect(controllerutil.ContainsFinalizer(getClaim(g, client.ObjectKeyFromObject(ok)), pipeline.RemoteFinalizer)).To(BeTrue())
+	})
+
+	// The pod in the template namespace moves the Claim (watches map it
+	// back by label), and so does the finished Job.
+	pod := runPod(t, job)
+	eventually(t, func(g Gomega) {
+		g.Expect(getClaim(g, client.ObjectKeyFromObject(ok)).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+	})
+	finishPod(t, job, pod, 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, client.ObjectKeyFromObject(ok))
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(c.Status.Digest).To(Equal(digest))
+		g.Expect(workspaceIn(g, s.tplNS, ok.Name)).To(BeNil(), "the workspace is freed where it is")
+	})
+
+	// A rejected credential is the admin's to fix: the hint names the
+	// template's field, not the Secret (which the tenant cannot read).
+	denied := makeClaim("denied", tenant, tpl.Name).Obj()
+	create(t, denied)
+	runJob(t, waitJob(t, s.tplNS, denied.Name, 1, 1), 1,
+		`{"error":{"reason":"TemplateAuthDenied","message":"the template repository refused the credentials of the ClaimTemplate's spec.source.secretRef: authorization failed","permanent":true}}`)
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, client.ObjectKeyFromObject(denied))
+		stalled := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled)
+		g.Expect(stalled).NotTo(BeNil())
+		g.Expect(stalled.Reason).To(Equal("TemplateAuthDenied"))
+		g.Expect(stalled.Message).To(ContainSubstring("ClaimTemplate " + tpl.Name + " spec.source.secretRef"))
+		g.Expect(c.Status.Attempts).To(Equal(int32(1)))
+	})
+
+	// Nothing in the tenant's namespace names the Secrets or holds their
+	// content: no Job, pod, PVC, ConfigMap, Secret or event, and not the
+	// Claims themselves.
+	ctx := context.Background()
+	var all []client.Object
+	lists := []client.ObjectList{&batchv1.JobList{}, &corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
+		&corev1.ConfigMapList{}, &corev1.SecretList{}, &eventsv1.EventList{}, &corev1.EventList{}, &v1alpha1.ClaimList{}}
+	var events int
+	for _, l := range lists {
+		g.Expect(env.Client.List(ctx, l, client.InNamespace(tenant))).To(Succeed())
+		items, err := apimeta.ExtractList(l)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, it := range items {
+			all = append(all, it.(client.Object))
+			if _, ok := it.(*eventsv1.Event); ok {
+				events++
+			}
+		}
+	}
+	g.Expect(events).To(BeNumerically(">", 0), "the scan must see the Claims' events")
+	for _, o := range all {
+		b, err := json.Marshal(o)
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, marker := range []string{s.repoSecret, s.pushSecret, s.password, "template-auth"} {
+			g.Expect(strings.Contains(string(b), marker)).To(BeFalse(), "%T %s in the tenant namespace holds %q: %s", o, o.GetName(), marker, b)
+		}
+	}
+}
+
+// A Claim of a private template may not choose where the render goes, nor
+// with which push or CA Secret: TargetNotAllowed names the field, and no
+// Job is created anywhere.
+func TestPrivateTemplateTargetNotAllowed(t *testing.T) {
+	s := startPrivate(t)
+	tenant := newNamespace(t)
+	tpl := s.template(tenant + "-private")
+	create(t, tpl)
+	cases := map[string]v1alpha1.Target{
+		"spec.target.repository":    {Repository: "evil.example.com/loot"},
+		"spec.target.pushSecretRef": {PushSecretRef: &corev1.LocalObjectReference{Name: s.pushSecret}},
+		"spec.target.caSecretRef":   {CASecretRef: &corev1.LocalObjectReference{Name: "ca"}},
+	}
+	i := 0
+	for field, target := range cases {
+		i++
+		c := makeClaim(fmt.Sprintf("override-%d", i), tenant, tpl.Name).Obj()
+		c.Spec.Target = &target
+		create(t, c)
+		eventually(t, func(g Gomega) {
+			got := getClaim(g, client.ObjectKeyFromObject(c))
+			stalled := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled)
+			g.Expect(stalled).NotTo(BeNil())
+			g.Expect(stalled.Reason).To(Equal(controllers.ReasonTargetNotAllowed))
+			g.Expect(stalled.Message).To(ContainSubstring(field))
+			g.Expect(got.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		})
+		g := NewWithT(t)
+		g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty())
+		g.Expect(jobsOf(g, s.tplNS, c.Name)).To(BeEmpty())
+	}
+}
+
+// Deleting a Claim mid-run deletes its Job and workspace in the template
+// namespace, which no owner reference (so no garbage collector) reaches.
+func TestPrivateTemplateDeletionCleansTemplateNamespace(t *testing.T) {
+	s := startPrivate(t)
+	tenant := newNamespace(t)
+	tpl := s.template(tenant + "-private")
+	create(t, tpl)
+	c := makeClaim("doomed", tenant, tpl.Name).Obj()
+	create(t, c)
+	job := waitJob(t, s.tplNS, c.Name, 1, 1)
+	runPod(t, job)
+	eventually(t, func(g Gomega) {
+		g.Expect(workspaceIn(g, s.tplNS, c.Name)).NotTo(BeNil())
+		g.Expect(getClaim(g, client.ObjectKeyFromObject(c)).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+	})
+	NewWithT(t).Expect(env.Client.Delete(context.Background(), c)).To(Succeed())
+	eventually(t, func(g Gomega) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), &v1alpha1.Claim{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Claim still exists: %v", err)
+		g.Expect(jobsOf(g, s.tplNS, c.Name)).To(BeEmpty())
+		g.Expect(workspaceIn(g, s.tplNS, c.Name)).To(BeNil())
+	})
+}
+
+// When a template turns public, the Jobs and workspace of its Claims'
+// earlier runs in the template namespace go, and the next run is in the
+// Claim's namespace; and back when it turns private again.
+func TestPrivateTemplateTurnsPublic(t *testing.T) {
+	s := startPrivate(t)
+	tenant := newNamespace(t)
+	tpl := s.template(tenant + "-flip")
+	create(t, tpl)
+	c := makeClaim("flip", tenant, tpl.Name).Obj()
+	create(t, c)
+	waitJob(t, s.tplNS, c.Name, 1, 1)
+	eventually(t, func(g Gomega) { g.Expect(workspaceIn(g, s.tplNS, c.Name)).NotTo(BeNil()) })
+
+	setPrivate := func(private bool) {
+		eventually(t, func(g Gomega) {
+			got := &v1alpha1.ClaimTemplate{}
+			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(tpl), got)).To(Succeed())
+			got.Spec.Source.SecretRef, got.Spec.PushSecretRef = nil, nil
+			if private {
+				got.Spec = s.template(tpl.Name).Spec
+			}
+			g.Expect(env.Client.Update(context.Background(), got)).To(Succeed())
+		})
+	}
+	setPrivate(false)
+	job := waitJob(t, tenant, c.Name, 1, 1)
+	NewWithT(t).Expect(job.OwnerReferences).To(HaveLen(1))
+	eventually(t, func(g Gomega) {
+		g.Expect(jobsOf(g, s.tplNS, c.Name)).To(BeEmpty(), "the private run's Job must go")
+		g.Expect(workspaceIn(g, s.tplNS, c.Name)).To(BeNil(), "the private run's workspace must go")
+		g.Expect(workspaceIn(g, tenant, c.Name)).NotTo(BeNil())
+	})
+
+	setPrivate(true)
+	waitJob(t, s.tplNS, c.Name, 1, 1)
+	eventually(t, func(g Gomega) {
+		g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty(), "the public run's Job must go")
+		g.Expect(workspaceIn(g, tenant, c.Name)).To(BeNil(), "the public run's workspace must go")
+	})
+}
