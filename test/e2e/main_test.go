@@ -57,7 +57,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(bin)
 	o := sandbox.Options{
 		// Short backoffs so that retries happen within a test.
-		ManagerArgs: []string{"--backoff-base=1s", "--backoff-cap=2s"},
+		ManagerArgs: []string{"--backoff-base=1s", "--backoff-cap=2s", "--template-namespace=" + sandbox.ManagerNamespace},
 		Images: map[string]procnode.Image{shellImage: {
 			Binary: "/bin/sh",
 			PathEnv: map[string]string{
