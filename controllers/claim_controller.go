@@ -232,6 +232,28 @@ func privateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim, templateNames
 		strings.Join(fields, ", "), tpl.Name, strings.Join(fields, " and "))
 }
 
+// cleanupPlacement runs the cleanup Job (deletionPolicy Delete) of a
+// private template's Claim where its render ran, with the template's push
+// Secret. The Claim's status names what to delete; the Job deletes it only
+// inside the repository the template forces on this Claim, so a forged
+// status cannot point the admin's credential at anything else.
+func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Object) (string, v1alpha1.Target, error) {
+	c := obj.(*v1alpha1.Claim)
+	tpl := &v1alpha1.ClaimTemplate{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); err != nil || !tpl.Spec.Private() {
+		// A deleted template's Claims clean up with their own target.
+		return "", v1alpha1.Target{}, client.IgnoreNotFound(err)
+	}
+	repo := strings.TrimSuffix(tpl.Spec.RepositoryPrefix, "/") + "/" + c.Namespace + "/" + c.Name
+	if tpl.Spec.RepositoryPrefix == "" || !strings.HasPrefix(c.Status.Reference, repo+"@") {
+		return "", v1alpha1.Target{}, &pipeline.Blocked{Reason: ReasonTargetNotAllowed,
+			Message: fmt.Sprintf("ClaimTemplate %s reads a private repository, and its Claims may only delete from %s", tpl.Name, repo)}
+	}
+	t := c.GetPushTarget()
+	return r.Pipeline.Config.TemplateNamespace, v1alpha1.Target{Tag: t.Tag, PlainHTTP: t.PlainHTTP,
+		InsecureSkipTLSVerify: t.InsecureSkipTLSVerify, PushSecretRef: tpl.Spec.PushSecretRef}, nil
+}
+
 // claimInputsHash covers the template, the chosen profile and the claim
 // spec: a change to any of them renders again, even with no new generation.
 func claimInputsHash(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, p *v1alpha1.EnvironmentProfile) (string, error) {
@@ -260,6 +282,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		func(o client.Object) []string { return []string{o.(*v1alpha1.Claim).Spec.TemplateRef.Name} }); err != nil {
 		return err
 	}
+	r.Pipeline.CleanupPlacement = r.cleanupPlacement
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Claim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// By label, not owner reference: a private template's Jobs are in

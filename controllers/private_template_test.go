@@ -272,3 +272,75 @@ func TestPrivateTemplateTurnsPublic(t *testing.T) {
 		g.Expect(workspaceIn(g, tenant, c.Name)).To(BeNil(), "the public run's workspace must go")
 	})
 }
+
+// deletionPolicy Delete on a private template's Claim: the cleanup Job runs
+// in the template namespace with the template's push Secret, and only for
+// a reference inside the repository the template forces on the Claim; a
+// status naming anything else lets the Claim go without a cleanup.
+func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
+	s := startPrivate(t)
+	tenant := newNamespace(t)
+	tpl := s.template(tenant + "-private")
+	create(t, tpl)
+	cases := []struct {
+		name, repo  string
+		wantCleanup bool
+	}{
+		{"own repository", "registry.example.com/claims/" + tenant + "/own", true},
+		{"elsewhere", "registry.example.com/claims/" + tenant + "/own-not", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := makeClaim("own", tenant, tpl.Name).Obj()
+			if !tc.wantCleanup {
+				c.Name = "other"
+			}
+			c.Spec.DeletionPolicy = v1alpha1.DeletionDelete
+			c.Spec.Target = &v1alpha1.Target{Tag: "v3", PlainHTTP: true}
+			create(t, c)
+			key := client.ObjectKeyFromObject(c)
+			runJob(t, waitJob(t, s.tplNS, c.Name, 1, 1), 0,
+				fmt.Sprintf(`{"digest":%q,"reference":"%s@%s","sourceRevision":"c0ffee","tag":"v3"}`, digest, tc.repo, digest))
+			eventually(t, func(g Gomega) { g.Expect(getClaim(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
+
+			NewWithT(t).Expect(env.Client.Delete(context.Background(), getClaim(NewWithT(t), key))).To(Succeed())
+			if tc.wantCleanup {
+				job := waitCleanupJob(t, s.tplNS, c.Name)
+				g := NewWithT(t)
+				g.Expect(job.OwnerReferences).To(BeEmpty())
+				g.Expect(volume(job, "push-auth")).NotTo(BeNil())
+				g.Expect(volume(job, "push-auth").Secret.SecretName).To(Equal(s.pushSecret))
+				g.Expect(volume(job, "template-auth")).To(BeNil(), "deleting needs no repository credential")
+				var doc spec.Delete
+				for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+					if e.Name == spec.EnvSpec {
+						g.Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+					}
+				}
+				g.Expect(doc.Reference).To(Equal(tc.repo + "@" + digest))
+				g.Expect(doc.Target.Tag).To(Equal("v3"))
+				g.Expect(doc.Target.PlainHTTP).To(BeTrue())
+				g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty())
+				runJob(t, job, 0, okResult(digest))
+			}
+			eventually(t, func(g Gomega) {
+				err := env.Client.Get(context.Background(), key, &v1alpha1.Claim{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Claim still exists: %v", err)
+				g.Expect(jobsOf(g, s.tplNS, c.Name)).To(BeEmpty(), "the run's and cleanup's Jobs go with the Claim")
+				var evs eventsv1.EventList
+				g.Expect(env.Client.List(context.Background(), &evs, client.InNamespace(tenant))).To(Succeed())
+				reasons := map[string]string{}
+				for _, e := range evs.Items {
+					if e.Regarding.Name == c.Name {
+						reasons[e.Reason] = e.Note
+					}
+				}
+				if tc.wantCleanup {
+					g.Expect(reasons).To(HaveKey("ArtifactDeleted"))
+				} else {
+					g.Expect(reasons).To(HaveKeyWithValue("CleanupFailed", ContainSubstring("may only delete from registry.example.com/claims/"+tenant+"/other")))
+				}
+			})
+		})
+	}
+}

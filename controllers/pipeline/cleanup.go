@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -31,6 +32,14 @@ type Targeted interface {
 	Object
 	GetPushTarget() v1alpha1.Target
 }
+
+// CleanupPlacement says where a deleted owner's cleanup Job runs and which
+// push target it authenticates with, when that is not the owner's
+// namespace and spec.target: a private template's Claims pushed from the
+// template namespace with the template's Secret. An empty namespace keeps
+// the owner's. A *Blocked error lets the owner go without a cleanup, with
+// its message in a CleanupFailed event.
+type CleanupPlacement func(ctx context.Context, obj Object) (namespace string, target v1alpha1.Target, err error)
 
 // syncFinalizer adds the finalizer when deletionPolicy is Delete, and drops
 // it when the policy changes back.
@@ -63,23 +72,40 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		return ctrl.Result{}, err
 	}
 	owner := Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID())}
+	ns, target := owner.Namespace, t.GetPushTarget()
+	if p.CleanupPlacement != nil {
+		pns, ptarget, err := p.CleanupPlacement(ctx, obj)
+		var blocked *Blocked
+		switch {
+		case errors.As(err, &blocked):
+			return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
+				fmt.Sprintf("could not delete %s (%s: %s); it is left in the registry", st.Reference, blocked.Reason, blocked.Message))
+		case err != nil:
+			return ctrl.Result{}, err
+		case pns != "":
+			ns, target = pns, ptarget
+		}
+	}
 	var list batchv1.JobList
-	if err := p.Client.List(ctx, &list, client.InNamespace(owner.Namespace),
+	if err := p.Client.List(ctx, &list, client.InNamespace(ns),
 		client.MatchingLabels{LabelOwnerUID: owner.UID, LabelInputs: cleanupInputs}); err != nil {
 		return ctrl.Result{}, err
 	}
 	var job *batchv1.Job
 	var attempt int32
 	for i := range list.Items {
+		if ns != owner.Namespace && list.Items[i].Labels[LabelOwnerNamespace] != owner.Namespace {
+			continue
+		}
 		if a, _ := strconv.Atoi(list.Items[i].Labels[LabelAttempt]); int32(a) > attempt {
 			attempt, job = int32(a), &list.Items[i]
 		}
 	}
 	if job == nil {
-		return ctrl.Result{}, p.createCleanupJob(ctx, owner, t, 1)
+		return ctrl.Result{}, p.createCleanupJob(ctx, owner, ns, target, t, 1)
 	}
 	var pods corev1.PodList
-	if err := p.Client.List(ctx, &pods, client.InNamespace(owner.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	o := Observe(job, pods.Items)
@@ -102,22 +128,22 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		if wait := failedAt.Add(Backoff(attempt, p.Config.BackoffBase, p.Config.BackoffCap)).Sub(p.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		return ctrl.Result{}, p.createCleanupJob(ctx, owner, t, attempt+1)
+		return ctrl.Result{}, p.createCleanupJob(ctx, owner, ns, target, t, attempt+1)
 	}
 	return ctrl.Result{}, nil
 }
 
-func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, obj Targeted, attempt int32) error {
+func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string, push v1alpha1.Target, obj Targeted, attempt int32) error {
 	st := obj.GetPipelineStatus()
 	var m Mounts
-	target := m.Target(obj.GetPushTarget(), "")
+	target := m.Target(push, "")
 	target.Tag = st.Tag
 	doc, err := spec.Encode(spec.Delete{Reference: st.Reference, Target: target})
 	if err != nil {
 		return err
 	}
 	job := BuildJob(JobParams{
-		Owner: owner, Generation: obj.GetGeneration(), Attempt: attempt, InputsHash: cleanupInputs,
+		Owner: owner, Namespace: ns, Generation: obj.GetGeneration(), Attempt: attempt, InputsHash: cleanupInputs,
 		Image: p.Config.WorkerImage, Command: "delete", SpecJSON: doc,
 		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
 		Timeout: p.Config.DefaultTimeout, TTLAfterFinished: p.Config.JobTTL,

@@ -147,7 +147,10 @@ type Pipeline struct {
 	Config    Config
 	// Kind labels metrics and child objects ("Artifact", "Claim").
 	Kind string
-	Now  func() time.Time
+	// CleanupPlacement, when set, places deletionPolicy Delete's cleanup
+	// Jobs; by default they run in the owner's namespace with its target.
+	CleanupPlacement CleanupPlacement
+	Now              func() time.Time
 }
 
 // Reconcile runs the steps in order and patches status once, at the end.
