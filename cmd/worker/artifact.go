@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
+	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/result"
@@ -133,14 +132,9 @@ func success(a spec.Artifact, digest, mediaType, artifactType string, size int64
 	}
 }
 
-// httpClient bounds connection setup and idle reads, not whole downloads,
-// which may take hours for a large model.
-func httpClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	tr.ResponseHeaderTimeout = 2 * time.Minute
-	return &http.Client{Transport: tr}
-}
+// httpClient bounds connection setup and idle transfers (netx), not whole
+// downloads, which may take hours for a large model.
+func httpClient() *http.Client { return netx.Client() }
 
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {

@@ -14,13 +14,19 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/result"
 )
 
 // EnvTerminationLog overrides result.DefaultPath, for tests and the sandbox's
 // process node where /dev/termination-log is not writable.
 const EnvTerminationLog = "PACKLINE_TERMINATION_LOG"
+
+// EnvIdleTimeout overrides netx.DefaultIdle (a Go duration, "60s"): how
+// long a download or upload may make no progress before it fails.
+const EnvIdleTimeout = "PACKLINE_IDLE_TIMEOUT"
 
 // commands maps a subcommand name to its run function. A run function never
 // exits the process itself: it returns a Result, success or failure.
@@ -43,6 +49,11 @@ func run(args []string) int {
 	// redacted by result.Marshal, every log line here.
 	registerSecrets()
 	defer redactStderr()()
+	// Every client the run builds (HTTP, Hugging Face, Git, registries)
+	// fails a transfer that makes no progress for the idle timeout.
+	idle, _ := time.ParseDuration(os.Getenv(EnvIdleTimeout))
+	netx.SetIdle(idle)
+	netx.InstallGit()
 
 	res := commands[args[0]](ctx)
 	return finish(args[0], res)

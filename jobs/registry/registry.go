@@ -7,11 +7,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"time"
 
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -19,6 +17,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/retry"
 
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -55,10 +54,11 @@ func Repository(ref string, o Options) (*remote.Repository, error) {
 
 // Client returns an auth client with retries, TLS settings and credentials.
 func Client(o Options) (*auth.Client, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// netx: a registry that stops sending or receiving mid-transfer fails
+	// after netx.Idle without progress.
+	tr := netx.Transport()
 	// Large layers upload concurrently; keep enough idle connections per host.
 	tr.MaxIdleConnsPerHost = 16
-	tr.DialContext = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if o.Insecure || o.CAFile != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.Insecure} //nolint:gosec // user opted in
 		if o.CAFile != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/netx"
 )
 
 // Env is where a fetch reads and writes. The worker fills it from
@@ -48,7 +49,7 @@ type Fetched struct {
 // fetched (see CopyOCI).
 func Fetch(ctx context.Context, s v1alpha1.ArtifactSource, env Env) (Fetched, error) {
 	if env.HTTP == nil {
-		env.HTTP = http.DefaultClient
+		env.HTTP = netx.Client()
 	}
 	if env.Log == nil {
 		env.Log = io.Discard
