@@ -97,7 +97,9 @@ func (x *extractor) file(name string, size int64, r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	if size < 0 || x.bytes+size > x.lim.MaxBytes {
+	// Compared without adding: a declared size near MaxInt64 must not wrap
+	// x.bytes+size around to a small number and pass.
+	if size < 0 || size > x.lim.MaxBytes-x.bytes {
 		return unsafeArchive("archive expands to more than %d bytes", x.lim.MaxBytes)
 	}
 	if err := x.mkdir(filepath.Dir(p)); err != nil {
@@ -110,16 +112,26 @@ func (x *extractor) file(name string, size int64, r io.Reader) error {
 		}
 		return err
 	}
-	// Read one byte past the declared size to catch a header that lies.
-	n, err := io.Copy(f, io.LimitReader(r, size+1))
+	// Copy at most the declared size (which fits the limit), then look for
+	// one byte more to catch a header that lies.
+	n, err := io.Copy(f, io.LimitReader(r, size))
+	if err == nil && n == size {
+		var one [1]byte
+		if m, _ := io.ReadFull(r, one[:]); m > 0 {
+			n++
+		}
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return unsafeArchive("archive entry %q ends before the %d bytes its header says", name, size)
 	}
 	if err != nil {
 		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %q: %w", name, err))
 	}
 	if n != size {
-		return unsafeArchive("archive entry %q is %d bytes, header says %d", name, n, size)
+		return unsafeArchive("archive entry %q is not the %d bytes its header says", name, size)
 	}
 	x.bytes += n
 	return nil
@@ -186,6 +198,11 @@ func extractTar(r io.Reader, gz bool, dir string, lim Limits) error {
 }
 
 func extractZip(path, dir string, lim Limits) error {
+	// archive/zip reads the whole central directory into memory before it
+	// returns; count its records first.
+	if err := checkZipDirectory(path, lim.withDefaults()); err != nil {
+		return err
+	}
 	zr, err := zip.OpenReader(path)
 	if err != nil {
 		return unsafeArchive("not a zip archive: %v", err)
@@ -206,7 +223,11 @@ func extractZip(path, dir string, lim Limits) error {
 			if rc, err = f.Open(); err != nil {
 				return unsafeArchive("zip entry %q: %v", f.Name, err)
 			}
-			err = x.file(f.Name, int64(f.UncompressedSize64), rc)
+			if f.UncompressedSize64 > uint64(x.lim.MaxBytes) {
+				err = unsafeArchive("archive expands to more than %d bytes", x.lim.MaxBytes)
+			} else {
+				err = x.file(f.Name, int64(f.UncompressedSize64), rc)
+			}
 			rc.Close()
 		default:
 			err = unsafeArchive("archive entry %q is not a regular file or folder (%s)", f.Name, mode.Type())
