@@ -39,6 +39,11 @@ const (
 
 const templateRefIndex = "spec.templateRef.name"
 
+// reasonUndeclaredKind is the render worker's failure for an object whose
+// kind the template does not declare (jobs/render); its hint names the
+// template, which the worker does not know.
+const reasonUndeclaredKind = "UndeclaredKind"
+
 // ClaimReconciler resolves a Claim's template and profile, validates its
 // values, and runs the shared pipeline with the render worker.
 type ClaimReconciler struct {
@@ -145,7 +150,10 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		return blocked(ReasonInvalidValues, err)
 	}
 	if tpl.Spec.Private() {
-		if err := privateTarget(tpl, c, in.TemplateNamespace); err != nil {
+		if in.TemplateNamespace == "" {
+			return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name))
+		}
+		if err := privateTarget(tpl, c); err != nil {
 			return blocked(ReasonTargetNotAllowed, err)
 		}
 	}
@@ -176,6 +184,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
 		hints = privateHints(tpl)
 	}
+	hints[reasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)
 	tplSpec := *tpl.Spec.DeepCopy()
 	// The worker applies only the chosen exposure's component.
@@ -207,10 +216,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 // with the admin's credential goes, or make the render mount a Secret of
 // the template namespace by name. The tag and the plain-HTTP and TLS flags
 // stay the Claim's.
-func privateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim, templateNamespace string) error {
-	if templateNamespace == "" {
-		return fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name)
-	}
+func privateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) error {
 	t := c.Spec.Target
 	if t == nil {
 		return nil
@@ -228,8 +234,8 @@ func privateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim, templateNames
 	if len(fields) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: not allowed, because ClaimTemplate %s reads a private repository: its Claims push to the template's spec.repositoryPrefix with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
-		strings.Join(fields, ", "), tpl.Name, strings.Join(fields, " and "))
+	return fmt.Errorf("%s: not allowed, because ClaimTemplate %s reads a private repository: its Claims push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
+		strings.Join(fields, ", "), tpl.Name, map[bool]string{false: "it", true: "them"}[len(fields) > 1])
 }
 
 // cleanupPlacement runs the cleanup Job (deletionPolicy Delete) of a

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -341,6 +342,48 @@ func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
 					g.Expect(reasons).To(HaveKeyWithValue("CleanupFailed", ContainSubstring("may only delete from registry.example.com/claims/"+tenant+"/other")))
 				}
 			})
+		})
+	}
+}
+
+// ClaimWork's placement and hints for private and public templates: the
+// hints name the template's fields, never a Secret of the template
+// namespace.
+func TestClaimWorkPrivateTemplate(t *testing.T) {
+	c := makeClaim("ide", "team-a", "tpl").Obj()
+	public := makeTemplate("tpl")
+	private := makeTemplate("tpl")
+	private.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: "repo-creds"}
+	private.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: "push-creds"}
+	cases := []struct {
+		name       string
+		tpl        *v1alpha1.ClaimTemplate
+		tplNS      string
+		wantNS     string
+		wantReason string
+	}{
+		{name: "public", tpl: public, tplNS: "packline-system"},
+		{name: "private", tpl: private, tplNS: "packline-system", wantNS: "packline-system"},
+		{name: "private without a template namespace", tpl: private, wantReason: controllers.ReasonInvalidTemplate},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			work, err := controllers.ClaimWork(c, controllers.ClaimInputs{Template: tc.tpl, TemplateNamespace: tc.tplNS})
+			if tc.wantReason != "" {
+				var blocked *pipeline.Blocked
+				g.Expect(errors.As(err, &blocked)).To(BeTrue(), "err = %v", err)
+				g.Expect(blocked.Reason).To(Equal(tc.wantReason))
+				g.Expect(blocked.Permanent).To(BeTrue())
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(work.Namespace).To(Equal(tc.wantNS))
+			g.Expect(work.Hints).To(HaveKeyWithValue("TemplateAuthDenied", ContainSubstring("ClaimTemplate tpl spec.source.secretRef")))
+			g.Expect(work.Hints).To(HaveKeyWithValue("UndeclaredKind", ContainSubstring("ClaimTemplate tpl spec.kinds")))
+			for _, h := range work.Hints {
+				g.Expect(h).NotTo(Or(ContainSubstring("repo-creds"), ContainSubstring("push-creds")))
+			}
 		})
 	}
 }
