@@ -51,6 +51,11 @@ type hfFile struct {
 func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetched, error) {
 	endpoint := strings.TrimRight(firstOf(s.Endpoint, env.HFEndpoint, DefaultHFEndpoint), "/")
 	rev := firstOf(s.Revision, "main")
+	hc, err := hfClient(env.HTTP, endpoint, env.HFToken)
+	if err != nil {
+		return Fetched{}, err
+	}
+	env.HTTP = hc
 	info, err := hfModelInfo(ctx, env, endpoint, s.Repo, rev)
 	if err != nil {
 		return Fetched{}, err
@@ -259,15 +264,12 @@ func verify(file string, f hfFile) error {
 	return nil
 }
 
-// hfGet sends a GET with the token (never logged) and an optional Range.
+// hfGet sends a GET with an optional Range; env.HTTP is hfClient's, which
+// adds the token where it belongs.
 func hfGet(ctx context.Context, env Env, u string, offset int64) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
-	}
-	if env.HFToken != "" {
-		// Go drops Authorization on redirects to another host (the CDN).
-		req.Header.Set("Authorization", "Bearer "+env.HFToken)
 	}
 	if offset > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
@@ -277,6 +279,63 @@ func hfGet(ctx context.Context, env Env, u string, offset int64) (*http.Response
 		return nil, failure.Retryable(failure.ReasonSourceFailed, err)
 	}
 	return resp, nil
+}
+
+// hfClient returns a copy of c that sends the token (as a Bearer
+// Authorization header) on requests to the endpoint's own origin only:
+// same scheme, host and port, and so on every redirect hop that stays
+// there and on none that leaves it. Go's client alone would keep a header
+// set on the first request across a redirect to the same host name on
+// another port, from https to http, or to any subdomain.
+func hfClient(c *http.Client, endpoint, token string) (*http.Client, error) {
+	if token == "" {
+		return c, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("hugging face endpoint %q is not an http(s) URL", redactURL(endpoint)))
+	}
+	cc := *c
+	base := c.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	cc.Transport = &originToken{base: base, origin: origin(u), token: token}
+	return &cc, nil
+}
+
+// originToken adds a Bearer token to requests for one origin.
+type originToken struct {
+	base   http.RoundTripper
+	origin string
+	token  string
+}
+
+func (t *originToken) RoundTrip(req *http.Request) (*http.Response, error) {
+	if origin(req.URL) != t.origin {
+		return t.base.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+t.token)
+	return t.base.RoundTrip(r)
+}
+
+// origin is scheme://host:port, with the scheme's default port made
+// explicit, lower case.
+func origin(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
+}
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	return redact(u)
 }
 
 func escapePath(p string) string {
