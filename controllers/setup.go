@@ -1,6 +1,8 @@
 package controllers
 
 import (
+	"context"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -46,6 +48,9 @@ func WithRequesterSealer(s *entitlement.Sealer) Option {
 
 // Setup registers every reconciler with mgr.
 func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
+	if err := pipeline.IndexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	newPipeline := func(kind string) *pipeline.Pipeline {
 		return &pipeline.Pipeline{
 			Client:    mgr.GetClient(),

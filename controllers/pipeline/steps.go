@@ -94,12 +94,13 @@ func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 }
 
 // loadJobs lists the owner's Jobs and splits current from stale. It looks
-// in every namespace (the cache holds packline's Jobs cluster-wide): when a
+// in every namespace (the cache holds packline's Jobs cluster-wide, indexed
+// by owner, see IndexOwnerUID): when a
 // template turns private or public, the Jobs of the earlier runs are in the
 // other namespace, and they are stale too.
 func (p *Pipeline) loadJobs(ctx context.Context, s *scope) (ctrl.Result, error) {
 	var list batchv1.JobList
-	if err := p.Client.List(ctx, &list, client.MatchingLabels{LabelOwnerUID: s.owner.UID}); err != nil {
+	if err := p.Client.List(ctx, &list, client.MatchingFields{IndexOwnerUID: s.owner.UID}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing Jobs: %w", err)
 	}
 	s.jobs = map[int32]*batchv1.Job{}
@@ -145,7 +146,7 @@ func (p *Pipeline) loadWorkspaces(ctx context.Context, s *scope) (ctrl.Result, e
 		return ctrl.Result{}, nil
 	}
 	var list corev1.PersistentVolumeClaimList
-	if err := p.Client.List(ctx, &list, client.MatchingLabels{LabelOwnerUID: s.owner.UID}); err != nil {
+	if err := p.Client.List(ctx, &list, client.MatchingFields{IndexOwnerUID: s.owner.UID}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing workspaces: %w", err)
 	}
 	for _, pvc := range list.Items {
