@@ -22,6 +22,7 @@ package guard
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -112,21 +113,20 @@ func (t Tree) checkKustomization(dir, file string, k *types.Kustomization) ([]st
 	// so may generators, transformers and validators: a directory there is
 	// a kustomization whose output is plugin configurations. An entry of
 	// those three that spans lines is an inline configuration.
-	for _, list := range [][]string{k.Resources, k.Components, k.Bases, k.Generators, k.Transformers, k.Validators} {
-		for _, r := range list {
-			if strings.Contains(r, "\n") {
-				if err := t.checkInlineConfig(r, where); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			p, err := t.resolve(dir, r, where)
-			if err != nil {
+	firstPlugin := len(k.Resources) + len(k.Components) + len(k.Bases)
+	for i, r := range slices.Concat(k.Resources, k.Components, k.Bases, k.Generators, k.Transformers, k.Validators) {
+		if i >= firstPlugin && strings.Contains(r, "\n") {
+			if err := t.checkInlineConfig(r, where); err != nil {
 				return nil, err
 			}
-			if t.FS.IsDir(p) {
-				dirs = append(dirs, p)
-			}
+			continue
+		}
+		p, err := t.resolve(dir, r, where)
+		if err != nil {
+			return nil, err
+		}
+		if t.FS.IsDir(p) {
+			dirs = append(dirs, p)
 		}
 	}
 	// Everything else names a file to load.
