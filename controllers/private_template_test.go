@@ -387,3 +387,25 @@ func TestClaimWorkPrivateTemplate(t *testing.T) {
 		})
 	}
 }
+
+// A template namespace that does not exist is reported, not retried
+// silently.
+func TestPrivateTemplateNamespaceMissing(t *testing.T) {
+	tenant := newNamespace(t)
+	missing := tenant + "-missing"
+	startManager(t, func(c *pipeline.Config) { c.TemplateNamespace = missing })
+	tpl := makeTemplate(tenant + "-private")
+	tpl.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: "repo-creds"}
+	create(t, tpl)
+	c := makeClaim("ide", tenant, tpl.Name).Obj()
+	create(t, c)
+	eventually(t, func(g Gomega) {
+		got := getClaim(g, client.ObjectKeyFromObject(c))
+		g.Expect(got.Status.Phase).To(Equal(v1alpha1.PhasePending))
+		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(pipeline.ReasonNamespaceMissing))
+		g.Expect(ready.Message).To(ContainSubstring("namespace " + missing))
+		g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty())
+	})
+}

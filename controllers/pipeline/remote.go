@@ -25,6 +25,9 @@ import (
 // every reconcile, and keeping it costs one list at deletion.
 const RemoteFinalizer = "packline.dev/remote-children"
 
+// ReasonNamespaceMissing: the namespace a run must go to does not exist.
+const ReasonNamespaceMissing = "NamespaceMissing"
+
 // syncRemoteFinalizer adds RemoteFinalizer before a run creates anything in
 // another namespace.
 func (p *Pipeline) syncRemoteFinalizer(ctx context.Context, s *scope) (ctrl.Result, error) {

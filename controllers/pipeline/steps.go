@@ -199,7 +199,16 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 	if ws != nil && ws.StorageClassName != nil {
 		params.StorageClass = ws.StorageClassName
 	}
-	if err := p.Client.Create(ctx, BuildWorkspace(params)); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := p.Client.Create(ctx, BuildWorkspace(params))
+	if apierrors.IsNotFound(err) && s.remote() {
+		// The namespace itself is missing (the manager's
+		// --template-namespace); say so rather than fail every reconcile.
+		s.stop = true
+		s.status.Phase = v1alpha1.PhasePending
+		setProgress(s.status, ReasonNamespaceMissing, fmt.Sprintf("namespace %s, where this run must go (the manager's --template-namespace), does not exist: a platform admin must create it", params.Namespace))
+		return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return ctrl.Result{}, fmt.Errorf("creating workspace PVC: %w", err)
 	}
 	return ctrl.Result{}, nil
