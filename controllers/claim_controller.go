@@ -39,11 +39,6 @@ const (
 
 const templateRefIndex = "spec.templateRef.name"
 
-// reasonUndeclaredKind is the render worker's failure for an object whose
-// kind the template does not declare (jobs/render); its hint names the
-// template, which the worker does not know.
-const reasonUndeclaredKind = "UndeclaredKind"
-
 // ClaimReconciler resolves a Claim's template and profile, validates its
 // values, and runs the shared pipeline with the render worker.
 type ClaimReconciler struct {
@@ -184,7 +179,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
 		hints = privateHints(tpl)
 	}
-	hints[reasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
+	hints[failure.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)
 	tplSpec := *tpl.Spec.DeepCopy()
 	// The worker applies only the chosen exposure's component.

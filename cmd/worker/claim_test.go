@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/packline/packline/test/fixtures"
 	"os"
 	"path/filepath"
 	"testing"
@@ -23,6 +24,7 @@ func TestClaimEndToEnd(t *testing.T) {
 		Name: "ide", Namespace: "team-a",
 		Template: v1alpha1.ClaimTemplateSpec{
 			Source:    v1alpha1.TemplateSource{URL: git.URL, Ref: "v1.0.0", Path: "apps/code-server/base"},
+			Kinds:     fixtures.TemplateKinds,
 			Service:   "code-server",
 			Exposures: []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureIngress, Component: "apps/code-server/components/ingress"}},
 		},
@@ -77,7 +79,7 @@ func TestClaimFailureResults(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			code, res := runClaimWorker(t, spec.Claim{
 				Name: "x", Namespace: "team-a",
-				Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: git.URL, Ref: tc.ref, Path: tc.path}},
+				Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: git.URL, Ref: tc.ref, Path: tc.path}, Kinds: fixtures.TemplateKinds},
 				Target:   spec.Target{Repository: host + "/claims/x", Tag: "v1", PlainHTTP: true},
 			})
 			if code == 0 || res.Error == nil || res.Error.Reason != tc.reason || !res.Error.Permanent {

@@ -43,6 +43,11 @@ const ReasonTemplateRejected = "TemplateRejected"
 // the limit has to change.
 const ReasonRenderTooLarge = "RenderTooLarge"
 
+// ReasonUndeclaredKind: a Claim's render holds a kind its ClaimTemplate
+// does not declare in spec.kinds. Admission checked the requester's right to
+// create the declared kinds only, so nothing else may be pushed.
+const ReasonUndeclaredKind = "UndeclaredKind"
+
 // ReasonTemplateAuth: a Claim's template repository refused the
 // credentials of the ClaimTemplate's spec.source.secretRef, or needs some
 // and the template has none. Permanent: an admin has to fix the Secret.

@@ -3,6 +3,7 @@ package render_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/packline/packline/test/fixtures"
 	"net"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,7 @@ func (a app) template(url string) v1alpha1.ClaimTemplateSpec {
 	comp := func(c string) string { return "apps/" + a.name + "/components/" + c }
 	return v1alpha1.ClaimTemplateSpec{
 		Source:  v1alpha1.TemplateSource{URL: url, Ref: "main", Path: "apps/" + a.name + "/base"},
+		Kinds:   fixtures.TemplateKinds,
 		Service: a.service,
 		Exposures: []v1alpha1.ExposureOption{
 			{Type: v1alpha1.ExposureClusterIP},

@@ -38,6 +38,7 @@ func nestedBases(levels int) (*source.Snapshot, int) {
 func nestedClaim(levels int) spec.Claim {
 	return spec.Claim{Name: "n", Namespace: "team-a", Template: v1alpha1.ClaimTemplateSpec{
 		Source: v1alpha1.TemplateSource{URL: "https://git.example.com/t.git", Ref: "main", Path: fmt.Sprintf("nested/level%d", levels)},
+		Kinds:  []v1alpha1.RenderedKind{{Kind: "ConfigMap"}},
 	}}
 }
 

@@ -69,6 +69,9 @@ func Manifests(c spec.Claim, snap *source.Snapshot, l Limits) ([]archive.File, e
 	if err := postrender.Profile(m, c.Profile); err != nil {
 		return nil, err
 	}
+	if err := checkKinds(m, c.Template.Kinds); err != nil {
+		return nil, err
+	}
 	max := l.MaxOutputBytes
 	if max == 0 {
 		max = DefaultMaxOutputBytes
