@@ -25,7 +25,7 @@ const (
 	EnvSourceAuthDir     = "PACKLINE_SOURCE_AUTH_DIR"
 	EnvSourceVolumeDir   = "PACKLINE_SOURCE_VOLUME_DIR"
 	EnvPullAuthDir       = "PACKLINE_PULL_AUTH_DIR"
-	EnvArchiveMaxBytes   = "PACKLINE_ARCHIVE_MAX_BYTES"
+	EnvArchiveMaxBytes   = spec.EnvArchiveMaxBytes
 	EnvArchiveMaxEntries = "PACKLINE_ARCHIVE_MAX_ENTRIES"
 )
 

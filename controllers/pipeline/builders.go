@@ -72,10 +72,7 @@ type WorkspaceParams struct {
 
 // BuildWorkspace returns the workspace PVC <owner>-workspace.
 func BuildWorkspace(p WorkspaceParams) *corev1.PersistentVolumeClaim {
-	size := DefaultWorkspaceSize
-	if p.Size != nil {
-		size = *p.Size
-	}
+	size := *workspaceSize(p)
 	ns, labels, refs := p.Owner.placement(p.Namespace)
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
@@ -126,6 +123,9 @@ type JobParams struct {
 	ServiceAccountName string
 	// TmpSize bounds the writable /tmp; zero leaves it unbounded.
 	TmpSize resource.Quantity
+	// WorkspaceSize, when set, bounds what an archive may expand to: past
+	// it, extraction would fill the volume and fail less clearly.
+	WorkspaceSize *resource.Quantity
 }
 
 const workerContainer = "worker"
@@ -150,6 +150,9 @@ func BuildJob(p JobParams) *batchv1.Job {
 		{Name: "HOME", Value: spec.TmpDir},
 		{Name: "TMPDIR", Value: spec.TmpDir},
 	}, p.Env...)
+	if p.WorkspaceSize != nil && !p.EphemeralWorkspace {
+		env = append(env, corev1.EnvVar{Name: spec.EnvArchiveMaxBytes, Value: strconv.FormatInt(p.WorkspaceSize.Value(), 10)})
+	}
 	mounts := append([]corev1.VolumeMount{
 		{Name: "workspace", MountPath: spec.WorkspaceDir},
 		{Name: "tmp", MountPath: spec.TmpDir},
@@ -233,6 +236,14 @@ func tmpDir(size resource.Quantity) *corev1.EmptyDirVolumeSource {
 		return &corev1.EmptyDirVolumeSource{}
 	}
 	return &corev1.EmptyDirVolumeSource{SizeLimit: &size}
+}
+
+// workspaceSize is the size the workspace PVC asks for.
+func workspaceSize(p WorkspaceParams) *resource.Quantity {
+	if p.Size != nil {
+		return p.Size
+	}
+	return &DefaultWorkspaceSize
 }
 
 func copyMap(m map[string]string) map[string]string {

@@ -276,3 +276,21 @@ func TestSecretKeysMountsOnlyNamedKeys(t *testing.T) {
 		t.Errorf("mount %+v", m.Mounts[0])
 	}
 }
+
+// The archive limit follows the workspace: extraction writes there.
+func TestArchiveLimitFollowsWorkspace(t *testing.T) {
+	size := resource.MustParse("20Gi")
+	job := BuildJob(jobParams(func(p *JobParams) { p.WorkspaceSize = &size }))
+	var got string
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == spec.EnvArchiveMaxBytes {
+			got = e.Value
+		}
+	}
+	if got != "21474836480" {
+		t.Errorf("%s = %q, want the workspace size in bytes", spec.EnvArchiveMaxBytes, got)
+	}
+	if params := (WorkspaceParams{}); workspaceSize(params).String() != "10Gi" {
+		t.Errorf("default workspace size %s", workspaceSize(params))
+	}
+}

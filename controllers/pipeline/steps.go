@@ -190,15 +190,7 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 	if s.status.Phase == v1alpha1.PhaseSucceeded || s.status.Phase == v1alpha1.PhaseFailed {
 		return ctrl.Result{}, nil
 	}
-	ws := s.obj.GetPipelineSpec().Workspace
-	params := s.work.WorkspaceDefaults
-	params.Owner, params.Namespace = s.owner, s.namespace()
-	if ws != nil && ws.Size != nil {
-		params.Size = ws.Size
-	}
-	if ws != nil && ws.StorageClassName != nil {
-		params.StorageClass = ws.StorageClassName
-	}
+	params := workspaceParams(s)
 	err := p.Client.Create(ctx, BuildWorkspace(params))
 	if apierrors.IsNotFound(err) && s.remote() {
 		// The namespace itself is missing (the manager's
@@ -212,6 +204,20 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, fmt.Errorf("creating workspace PVC: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// workspaceParams: spec.workspace, over the kind's defaults (a profile's).
+func workspaceParams(s *scope) WorkspaceParams {
+	ws := s.obj.GetPipelineSpec().Workspace
+	params := s.work.WorkspaceDefaults
+	params.Owner, params.Namespace = s.owner, s.namespace()
+	if ws != nil && ws.Size != nil {
+		params.Size = ws.Size
+	}
+	if ws != nil && ws.StorageClassName != nil {
+		params.StorageClass = ws.StorageClassName
+	}
+	return params
 }
 
 // releaseWorkspace frees the workspace once the run succeeded, unless the
@@ -316,6 +322,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName,
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
+		WorkspaceSize: workspaceSize(workspaceParams(s)),
 	})
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {

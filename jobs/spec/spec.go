@@ -27,6 +27,9 @@ const (
 	EnvHFToken = "HF_TOKEN"
 	// EnvHFEndpoint overrides the Hugging Face endpoint.
 	EnvHFEndpoint = "HF_ENDPOINT"
+	// EnvArchiveMaxBytes bounds what an HTTP archive may expand to; the
+	// controller sets it to the workspace size, where extraction writes.
+	EnvArchiveMaxBytes = "PACKLINE_ARCHIVE_MAX_BYTES"
 	// EnvDockerConfig points at the folder holding the push config.json.
 	EnvDockerConfig = "DOCKER_CONFIG"
 
