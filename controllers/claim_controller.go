@@ -24,17 +24,16 @@ import (
 	"github.com/packline/packline/jobs/spec"
 )
 
-// Reasons a Claim cannot render yet.
+// Reasons a Claim cannot render yet; the rules behind them are in
+// controllers/claims, shared with the admission webhook.
 const (
 	ReasonTemplateNotFound   = "TemplateNotFound"
-	ReasonAccessDenied       = "AccessDenied"
-	ReasonExposureNotOffered = "ExposureNotOffered"
-	ReasonInvalidTemplate    = "InvalidTemplate"
-	ReasonInvalidValues      = "InvalidValues"
-	ReasonNoTarget           = "NoTargetRepository"
-	// ReasonTargetNotAllowed: a Claim of a private template sets a part of
-	// spec.target that only the template may set.
-	ReasonTargetNotAllowed = "TargetNotAllowed"
+	ReasonAccessDenied       = claims.ReasonAccessDenied
+	ReasonExposureNotOffered = claims.ReasonExposureNotOffered
+	ReasonInvalidTemplate    = claims.ReasonInvalidTemplate
+	ReasonInvalidValues      = claims.ReasonInvalidValues
+	ReasonNoTarget           = claims.ReasonNoTarget
+	ReasonTargetNotAllowed   = claims.ReasonTargetNotAllowed
 )
 
 const templateRefIndex = "spec.templateRef.name"
@@ -130,32 +129,15 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	blocked := func(reason string, err error) (pipeline.Work, error) {
 		return pipeline.Work{}, &pipeline.Blocked{Reason: reason, Message: err.Error(), Permanent: true, InputsHash: hash}
 	}
-	if err := claims.CheckAccess(tpl, c.Namespace, in.NamespaceLabels); err != nil {
-		return blocked(ReasonAccessDenied, err)
+	if v := claims.Violations(c, tpl, in.NamespaceLabels); len(v) > 0 {
+		return blocked(v[0].Reason, v[0].Err)
 	}
-	exposure, err := claims.CheckExposure(tpl, c.Spec.Exposure)
-	if err != nil {
-		return blocked(ReasonExposureNotOffered, err)
+	if tpl.Spec.Private() && in.TemplateNamespace == "" {
+		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name))
 	}
-	schema, err := claims.CompileSchema(tpl.Spec.ValuesSchema)
-	if err != nil {
-		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s: %w", tpl.Name, err))
-	}
-	if err := claims.ValidateValues(schema, c.Spec.Values); err != nil {
-		return blocked(ReasonInvalidValues, err)
-	}
-	if tpl.Spec.Private() {
-		if in.TemplateNamespace == "" {
-			return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name))
-		}
-		if err := privateTarget(tpl, c); err != nil {
-			return blocked(ReasonTargetNotAllowed, err)
-		}
-	}
-	repo, err := claims.TargetRepository(tpl, c)
-	if err != nil {
-		return blocked(ReasonNoTarget, err)
-	}
+	// Both hold: Violations checked them.
+	exposure, _ := claims.CheckExposure(tpl, c.Spec.Exposure)
+	repo, _ := claims.TargetRepository(tpl, c)
 
 	var m pipeline.Mounts
 	var t v1alpha1.Target
@@ -200,37 +182,6 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		Command: "claim", Spec: doc, Mounts: m, InputsHash: hash, Tag: target.Tag,
 		WorkspaceDefaults: ws, Hints: hints, Resources: resources, Namespace: ns,
 	}, nil
-}
-
-// privateTarget applies the rule for Claims of a template with credentials
-// (spec.source.secretRef). Their render runs in the template namespace,
-// never in the Claim's, so that no Job, pod, PVC or env var in a tenant's
-// namespace can expose the credential; and it pushes only where the
-// template says, with the template's spec.pushSecretRef. A tenant who could
-// pick the repository, push Secret or CA would choose where a render made
-// with the admin's credential goes, or make the render mount a Secret of
-// the template namespace by name. The tag and the plain-HTTP and TLS flags
-// stay the Claim's.
-func privateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) error {
-	t := c.Spec.Target
-	if t == nil {
-		return nil
-	}
-	var fields []string
-	if t.Repository != "" {
-		fields = append(fields, "spec.target.repository")
-	}
-	if t.PushSecretRef != nil {
-		fields = append(fields, "spec.target.pushSecretRef")
-	}
-	if t.CASecretRef != nil {
-		fields = append(fields, "spec.target.caSecretRef")
-	}
-	if len(fields) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%s: not allowed, because ClaimTemplate %s reads a private repository: its Claims push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
-		strings.Join(fields, ", "), tpl.Name, map[bool]string{false: "it", true: "them"}[len(fields) > 1])
 }
 
 // cleanupPlacement runs the cleanup Job (deletionPolicy Delete) of a

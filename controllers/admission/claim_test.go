@@ -27,7 +27,10 @@ func TestClaimAdmission(t *testing.T) {
 	admins := makeTemplate("admins-" + ns).Groups("platform-admins").Obj()
 	createTemplate(t, admins)
 
-	entitled(t, ns, "alice", tpl.Name, getSecret("push-ok"))
+	private := makeTemplate("private-" + ns).Obj()
+	private.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: "repo-creds"}
+	createTemplate(t, private)
+	entitled(t, ns, "alice", tpl.Name, getSecret("push-ok"), claimVerb(private.Name))
 	grant(t, ns, "bob", writeClaims())
 	grant(t, ns, "carol", writeClaims(), claimVerb(tpl.Name))
 	entitled(t, ns, "frank", admins.Name)
@@ -57,6 +60,16 @@ func TestClaimAdmission(t *testing.T) {
 		{name: "not in the template's groups", by: "alice", claim: makeClaim("groups", ns, admins.Name).Obj(),
 			deny: []string{"spec.access.groups (platform-admins)"}},
 		{name: "in the template's groups", by: "frank", groups: []string{"platform-admins"}, claim: makeClaim("groups-ok", ns, admins.Name).Obj()},
+		{name: "private template, own repository", by: "alice", claim: func() *v1alpha1.Claim {
+			c := makeClaim("private", ns, private.Name).Obj()
+			c.Spec.Target = &v1alpha1.Target{Repository: "registry.example.com/elsewhere"}
+			return c
+		}(), deny: []string{"spec.target.repository: not allowed, because ClaimTemplate " + private.Name + " reads a private repository"}},
+		{name: "private template, tag only", by: "alice", claim: func() *v1alpha1.Claim {
+			c := makeClaim("private-tag", ns, private.Name).Obj()
+			c.Spec.Target = &v1alpha1.Target{Tag: "v2"}
+			return c
+		}()},
 		{name: "forged requester is overwritten", by: "alice",
 			claim: makeClaim("forged", ns, tpl.Name).Annotation(v1alpha1.AnnotationRequester, `{"username":"system:admin"}`).
 				Annotation(v1alpha1.AnnotationRequesterSeal, "Zm9yZ2Vk").Obj()},

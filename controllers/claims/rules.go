@@ -94,6 +94,9 @@ const (
 	ReasonInvalidTemplate    = "InvalidTemplate"
 	ReasonInvalidValues      = "InvalidValues"
 	ReasonNoTarget           = "NoTargetRepository"
+	// ReasonTargetNotAllowed: a Claim of a private template sets a part of
+	// spec.target that only the template may set.
+	ReasonTargetNotAllowed = "TargetNotAllowed"
 )
 
 // Violation is one rule a Claim breaks.
@@ -104,7 +107,7 @@ type Violation struct {
 
 // Violations checks a Claim against its template and namespace, in the
 // order the controller reports them: access, exposure, the template's
-// schema, values, target. The webhook reports them all; the controller
+// schema, values, a private template's target rule, target. The webhook reports them all; the controller
 // stops at the first.
 func Violations(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[string]string) []Violation {
 	var out []Violation
@@ -122,6 +125,9 @@ func Violations(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[str
 	} else {
 		add(ReasonInvalidValues, ValidateValues(schema, c.Spec.Values))
 	}
+	if tpl.Spec.Private() {
+		add(ReasonTargetNotAllowed, PrivateTarget(tpl, c))
+	}
 	_, err = TargetRepository(tpl, c)
 	add(ReasonNoTarget, err)
 	return out
@@ -137,4 +143,35 @@ func Admissible(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[str
 		return nil
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// PrivateTarget applies the rule for Claims of a template with credentials
+// (spec.source.secretRef). Their render runs in the template namespace,
+// never in the Claim's, so that no Job, pod, PVC or env var in a tenant's
+// namespace can expose the credential; and it pushes only where the
+// template says, with the template's spec.pushSecretRef. A tenant who could
+// pick the repository, push Secret or CA would choose where a render made
+// with the admin's credential goes, or make the render mount a Secret of
+// the template namespace by name. The tag and the plain-HTTP and TLS flags
+// stay the Claim's.
+func PrivateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) error {
+	t := c.Spec.Target
+	if t == nil {
+		return nil
+	}
+	var fields []string
+	if t.Repository != "" {
+		fields = append(fields, "spec.target.repository")
+	}
+	if t.PushSecretRef != nil {
+		fields = append(fields, "spec.target.pushSecretRef")
+	}
+	if t.CASecretRef != nil {
+		fields = append(fields, "spec.target.caSecretRef")
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: not allowed, because ClaimTemplate %s reads a private repository: its Claims push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
+		strings.Join(fields, ", "), tpl.Name, map[bool]string{false: "it", true: "them"}[len(fields) > 1])
 }
