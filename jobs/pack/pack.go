@@ -29,7 +29,8 @@ import (
 // Item is one tar entry of a layer.
 type Item struct {
 	Name    string // slash-separated, relative to the root
-	Abs     string // where to read it from
+	Abs     string // where it is; part of the push cache's key
+	Root    string // the root Name is read under, through an os.Root
 	Dir     bool
 	Size    int64
 	ModTime time.Time // not written; part of the push cache's key
@@ -45,7 +46,7 @@ func Walk(root, rel string) ([]Item, error) {
 		parts := strings.Split(rel, "/")
 		for i := 1; i < len(parts); i++ {
 			name := strings.Join(parts[:i], "/")
-			items = append(items, Item{Name: name, Abs: filepath.Join(root, filepath.FromSlash(name)), Dir: true})
+			items = append(items, Item{Name: name, Abs: filepath.Join(root, filepath.FromSlash(name)), Root: root, Dir: true})
 		}
 	}
 	start := filepath.Join(root, filepath.FromSlash(rel))
@@ -70,9 +71,9 @@ func Walk(root, rel string) ([]Item, error) {
 		}
 		switch {
 		case fi.IsDir():
-			items = append(items, Item{Name: name, Abs: p, Dir: true, ModTime: fi.ModTime(), Ino: inode(fi)})
+			items = append(items, Item{Name: name, Abs: p, Root: root, Dir: true, ModTime: fi.ModTime(), Ino: inode(fi)})
 		case fi.Mode().IsRegular():
-			items = append(items, Item{Name: name, Abs: p, Size: fi.Size(), ModTime: fi.ModTime(), Ino: inode(fi)})
+			items = append(items, Item{Name: name, Abs: p, Root: root, Size: fi.Size(), ModTime: fi.ModTime(), Ino: inode(fi)})
 		default:
 			return fmt.Errorf("pack: %s is not a regular file or folder", name)
 		}
@@ -97,6 +98,8 @@ func Write(w io.Writer, items []Item, gz bool) (digest.Digest, error) {
 		tw = tar.NewWriter(io.MultiWriter(zw, diff))
 	}
 	buf := make([]byte, 1<<20)
+	roots := rootCache{}
+	defer roots.close()
 	for _, it := range items {
 		if err := tw.WriteHeader(header(it)); err != nil {
 			return "", err
@@ -104,7 +107,7 @@ func Write(w io.Writer, items []Item, gz bool) (digest.Digest, error) {
 		if it.Dir {
 			continue
 		}
-		if err := copyFile(tw, it, buf); err != nil {
+		if err := copyFile(tw, it, roots, buf); err != nil {
 			return "", err
 		}
 	}
@@ -131,13 +134,19 @@ func header(it Item) *tar.Header {
 }
 
 // copyFile copies exactly it.Size bytes: a file that changed size since Walk
-// would otherwise corrupt the tar or silently differ from its header.
-func copyFile(w io.Writer, it Item, buf []byte) error {
-	f, err := os.Open(it.Abs)
+// would otherwise corrupt the tar or silently differ from its header. It
+// opens the file through an os.Root of its root, so a folder swapped for a
+// symlink after the Kitfile was validated (a volume another pod can write)
+// cannot lead the read outside the root.
+func copyFile(w io.Writer, it Item, roots rootCache, buf []byte) error {
+	f, err := roots.open(it)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("pack: %s is no longer a regular file", it.Name)
+	}
 	n, err := io.CopyBuffer(w, io.LimitReader(onlyReader{f}, it.Size), buf)
 	if err != nil {
 		return fmt.Errorf("pack: reading %s: %w", it.Name, err)
@@ -151,3 +160,31 @@ func copyFile(w io.Writer, it Item, buf []byte) error {
 // onlyReader hides *os.File's WriterTo/ReaderFrom so CopyBuffer uses our
 // 1 MiB buffer rather than small default copies.
 type onlyReader struct{ io.Reader }
+
+// rootCache opens each root once per layer.
+type rootCache map[string]*os.Root
+
+func (c rootCache) open(it Item) (*os.File, error) {
+	if it.Root == "" {
+		return os.Open(it.Abs)
+	}
+	r, ok := c[it.Root]
+	if !ok {
+		var err error
+		if r, err = os.OpenRoot(it.Root); err != nil {
+			return nil, err
+		}
+		c[it.Root] = r
+	}
+	f, err := r.Open(filepath.FromSlash(it.Name))
+	if err != nil {
+		return nil, fmt.Errorf("pack: %s: %w", it.Name, err)
+	}
+	return f, nil
+}
+
+func (c rootCache) close() {
+	for _, r := range c {
+		_ = r.Close()
+	}
+}

@@ -148,3 +148,36 @@ func TestRefusesSymlink(t *testing.T) {
 		t.Fatal("Walk accepted a symlink")
 	}
 }
+
+// A folder swapped for a symlink after Walk (a volume another pod can
+// write) cannot lead Write outside the root.
+func TestWriteRefusesASwappedFolder(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "models"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "models", "w.bin"), []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "w.bin"), []byte("secret!"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	items, err := Walk(root, "models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The swap: models becomes a link to a folder outside the root.
+	if err := os.RemoveAll(filepath.Join(root, "models")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "models")); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := Write(&out, items, false); err == nil {
+		t.Fatal("Write read through a symlink out of its root")
+	}
+	if bytes.Contains(out.Bytes(), []byte("secret!")) {
+		t.Fatal("the layer holds a file from outside the root")
+	}
+}
