@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
 )
@@ -78,7 +79,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 		Mounts:     m,
 		InputsHash: pipeline.InputsHash(specJSON),
 		Tag:        target.Tag,
-		Hints:      sourceHints(src, targetHints(a.Spec.Target)),
+		Hints:      configErrorHint(entitlement.ArtifactRights(a), sourceHints(src, targetHints(a.Spec.Target))),
 	}, nil
 }
 

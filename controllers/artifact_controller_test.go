@@ -19,6 +19,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/test/wrappers"
 )
 
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -375,4 +376,43 @@ func TestCredentialsNeverReachStatusOrEvents(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A pod the kubelet cannot start for a missing Secret is reported within
+// seconds, naming the Secret and the field; when the Secret appears and the
+// pod starts, the run goes on with no edit.
+func TestMissingSecretReported(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "nosecret"}
+	a := makeArtifact(key.Name, ns).Obj()
+	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-push"}
+	create(t, a)
+	job := waitJob(t, ns, key.Name, 1, 1)
+	ctx := context.Background()
+	pod := wrappers.MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).Obj()
+	pod.Spec = *job.Spec.Template.Spec.DeepCopy()
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = wrappers.MakePod("", "", "").Waiting(pipeline.ReasonConfigError, `secret "team-push" not found`).Status
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func(g Gomega) {
+		ready := condition(getArtifact(g, key), v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(pipeline.ReasonConfigError))
+		g.Expect(ready.Message).To(ContainSubstring(`secret "team-push" not found`))
+		g.Expect(ready.Message).To(ContainSubstring(`Secret "team-push" (spec.target.pushSecretRef)`))
+		g.Expect(ready.Message).To(ContainSubstring("goes on by itself"))
+	})
+	// The Secret appears; the kubelet starts the container.
+	eventually(t, func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pod), p)).To(Succeed())
+		p.Status = wrappers.MakePod("", "", "").Running().Status
+		g.Expect(env.Client.Status().Update(ctx, p)).To(Succeed())
+	})
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -160,6 +161,18 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// credential uses only some of the keys.
 		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
 		hints = privateHints(tpl)
+	}
+	if tpl.Spec.Private() {
+		// In the template namespace; the tenant cannot fix them, an admin can.
+		refs := []entitlement.Right{{Field: "ClaimTemplate " + tpl.Name + " spec.source.secretRef",
+			Attr: authorizationv1.ResourceAttributes{Resource: "secrets", Name: tpl.Spec.Source.SecretRef.Name}}}
+		if r := tpl.Spec.PushSecretRef; r != nil {
+			refs = append(refs, entitlement.Right{Field: "ClaimTemplate " + tpl.Name + " spec.pushSecretRef",
+				Attr: authorizationv1.ResourceAttributes{Resource: "secrets", Name: r.Name}})
+		}
+		hints = configErrorHint(refs, hints)
+	} else {
+		hints = configErrorHint(entitlement.SecretRights(c.Namespace, "spec.target", t.PushSecretRef, t.CASecretRef), hints)
 	}
 	hints[failure.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)

@@ -2,8 +2,11 @@ package controllers
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/entitlement"
+	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -45,6 +48,24 @@ func sourceHints(src v1alpha1.ArtifactSource, hints map[string]string) map[strin
 		hints[failure.ReasonSourceAuth] = "check the credentials in " + ref
 	} else {
 		hints[failure.ReasonSourceAuth] = "the source needs credentials: reference a Secret in spec.source"
+	}
+	return hints
+}
+
+// configErrorHint names every Secret the run's pod references, with the
+// field that names it, for a pod the kubelet cannot start because one (or
+// a key of it) is missing. The kubelet keeps trying, so creating it is
+// enough.
+func configErrorHint(rights []entitlement.Right, hints map[string]string) map[string]string {
+	var refs []string
+	for _, r := range rights {
+		if r.Attr.Resource == "secrets" {
+			refs = append(refs, fmt.Sprintf("Secret %q (%s)", r.Attr.Name, r.Field))
+		}
+	}
+	if len(refs) > 0 {
+		hints[pipeline.ReasonConfigError] = "the worker pod cannot start until this exists with the expected keys: " +
+			strings.Join(refs, ", ") + "; the run goes on by itself once it does"
 	}
 	return hints
 }

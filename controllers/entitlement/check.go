@@ -203,7 +203,7 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 		return nil, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
 	}
 	if t := claim.Spec.Target; t != nil {
-		rights = append(rights, secretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+		rights = append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
 	}
 	return rights, nil
 }
@@ -233,10 +233,11 @@ func ArtifactRights(a *v1alpha1.Artifact) []Right {
 			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "persistentvolumeclaims", Name: v.ClaimName}})
 	}
 	t := a.Spec.Target
-	return append(rights, secretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+	return append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
 }
 
-func secretRights(ns, prefix string, push, ca *corev1.LocalObjectReference) []Right {
+// SecretRights are get on the push and CA Secrets a target names.
+func SecretRights(ns, prefix string, push, ca *corev1.LocalObjectReference) []Right {
 	var rights []Right
 	if push != nil && push.Name != "" {
 		rights = append(rights, secretRight(ns, prefix+".pushSecretRef", push.Name))

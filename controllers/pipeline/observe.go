@@ -34,6 +34,10 @@ const (
 	ReasonRunning          = "Running"
 	// ReasonServiceAccountMissing: --worker-service-account is not in the namespace.
 	ReasonServiceAccountMissing = "ServiceAccountMissing"
+	// ReasonConfigError is the kubelet's: a Secret (or key) the pod
+	// references is missing. The kubelet retries, so the run goes on by
+	// itself once it exists.
+	ReasonConfigError = "CreateContainerConfigError"
 )
 
 // Observation is the pure reading of a Job and its Pods.
@@ -121,7 +125,7 @@ func observeActive(pods []corev1.Pod) Observation {
 	}
 	pod := newestPod(pods)
 	for _, cs := range pod.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && isImageProblem(w.Reason) {
+		if w := cs.State.Waiting; w != nil && (isImageProblem(w.Reason) || w.Reason == ReasonConfigError) {
 			return Observation{State: StatePending, Reason: w.Reason, Message: fmt.Sprintf("pod %s: %s", pod.Name, w.Message)}
 		}
 		if cs.State.Running != nil {

@@ -355,6 +355,12 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 // apply moves status according to an observation.
 func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 	st := s.status
+	// Hints name what the user must fix (the Secret behind a 401, or the
+	// one a pod cannot start without), which neither the worker nor the
+	// kubelet knows.
+	if hint := s.work.Hints[o.Reason]; hint != "" && o.State != StateSucceeded {
+		o.Message += ": " + hint
+	}
 	switch o.State {
 	case StateNoJob, StatePending:
 		st.Phase = v1alpha1.PhasePending
@@ -373,9 +379,6 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 		setReady(st, "Succeeded", o.Message)
 		return ctrl.Result{}
 	case StateFailed:
-		if hint := s.work.Hints[o.Reason]; hint != "" {
-			o.Message += ": " + hint
-		}
 		limit := p.Config.DefaultRetryLimit
 		if rl := s.obj.GetPipelineSpec().RetryLimit; rl != nil {
 			limit = *rl
