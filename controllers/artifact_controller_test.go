@@ -416,3 +416,45 @@ func TestMissingSecretReported(t *testing.T) {
 	})
 	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
 }
+
+// A deleted and re-created Artifact of the same name never adopts its
+// predecessor's Job (same deterministic name): it waits for the garbage
+// collector, then runs its own.
+func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "again"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+	old := waitJob(t, ns, key.Name, 1, 1)
+	ctx := context.Background()
+	first := &v1alpha1.Artifact{}
+	if err := env.Client.Get(ctx, key, first); err != nil {
+		t.Fatal(err)
+	}
+	// envtest runs no garbage collector, so the old Job stays, as it does
+	// on a cluster until the collector gets to it.
+	if err := env.Client.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, key, &v1alpha1.Artifact{})).NotTo(Succeed())
+	})
+	create(t, makeArtifact(key.Name, ns).Obj())
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.UID).NotTo(Equal(first.UID))
+		ready := condition(a, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Message).To(ContainSubstring("belongs to an earlier Artifact of the same name"))
+		g.Expect(a.Status.JobRef).To(BeNil())
+	})
+	// The collector removes the old Job; the new Artifact runs its own.
+	if err := env.Client.Delete(ctx, old, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func(g Gomega) {
+		jobs := jobsOf(g, ns, key.Name)
+		g.Expect(jobs).To(HaveLen(1))
+		g.Expect(jobs[0].Labels[pipeline.LabelOwnerUID]).To(Equal(string(getArtifact(g, key).UID)))
+	})
+}

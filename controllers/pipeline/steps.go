@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -272,7 +273,12 @@ func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error)
 			return ctrl.Result{}, err
 		}
 		var err error
-		if job, err = p.createJob(ctx, s, attempt); err != nil {
+		if job, err = p.createJob(ctx, s, attempt); errors.Is(err, errPredecessorJob) {
+			s.stop = true
+			st.Phase = v1alpha1.PhasePending
+			setProgress(st, ReasonWaitingForPod, err.Error())
+			return ctrl.Result{RequeueAfter: p.Config.BackoffBase}, nil
+		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -331,6 +337,13 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(job), found); err != nil {
 			return nil, fmt.Errorf("reading existing Job %s: %w", job.Name, err)
 		}
+		if uid := found.Labels[LabelOwnerUID]; uid != s.owner.UID {
+			// A deleted and re-created resource of the same name: the Job
+			// is its predecessor's, which the garbage collector is
+			// removing. Adopting it would report the old run as this one's.
+			return nil, fmt.Errorf("%w: Job %s belongs to an earlier %s of the same name (uid %s); waiting for it to be garbage-collected",
+				errPredecessorJob, job.Name, s.owner.GVK.Kind, uid)
+		}
 		return found, nil
 	}
 	if err != nil {
@@ -339,6 +352,9 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 	logf.FromContext(ctx).Info("created Job", "job", job.Name, "attempt", attempt)
 	return job, nil
 }
+
+// errPredecessorJob: the Job's name is taken by a deleted predecessor's Job.
+var errPredecessorJob = errors.New("predecessor's Job")
 
 // observe reads the Job and its pods and moves the phase.
 func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
