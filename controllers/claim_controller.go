@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -163,14 +162,9 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		hints = privateHints(tpl)
 	}
 	if tpl.Spec.Private() {
-		// In the template namespace; the tenant cannot fix them, an admin can.
-		refs := []entitlement.Right{{Field: "ClaimTemplate " + tpl.Name + " spec.source.secretRef",
-			Attr: authorizationv1.ResourceAttributes{Resource: "secrets", Name: tpl.Spec.Source.SecretRef.Name}}}
-		if r := tpl.Spec.PushSecretRef; r != nil {
-			refs = append(refs, entitlement.Right{Field: "ClaimTemplate " + tpl.Name + " spec.pushSecretRef",
-				Attr: authorizationv1.ResourceAttributes{Resource: "secrets", Name: r.Name}})
-		}
-		hints = configErrorHint(refs, hints)
+		// In the template namespace: an admin fixes them, and the tenant is
+		// not told the admin's Secret names.
+		hints[pipeline.ReasonConfigError] = fmt.Sprintf("the render pod in the template namespace cannot start until the Secrets named in ClaimTemplate %s spec.source.secretRef and spec.pushSecretRef exist: a platform admin must create them; the run goes on by itself once they do", tpl.Name)
 	} else {
 		hints = configErrorHint(entitlement.SecretRights(c.Namespace, "spec.target", t.PushSecretRef, t.CASecretRef), hints)
 	}

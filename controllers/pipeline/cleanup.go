@@ -48,13 +48,23 @@ func (p *Pipeline) syncFinalizer(ctx context.Context, s *scope) (ctrl.Result, er
 	if want == controllerutil.ContainsFinalizer(s.obj, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFrom(s.obj.DeepCopyObject().(client.Object))
-	if want {
-		controllerutil.AddFinalizer(s.obj, Finalizer)
-	} else {
-		controllerutil.RemoveFinalizer(s.obj, Finalizer)
-	}
-	return ctrl.Result{}, p.Client.Patch(ctx, s.obj, patch)
+	return ctrl.Result{}, p.patchFinalizers(ctx, s.obj, func() {
+		if want {
+			controllerutil.AddFinalizer(s.obj, Finalizer)
+		} else {
+			controllerutil.RemoveFinalizer(s.obj, Finalizer)
+		}
+	})
+}
+
+// patchFinalizers changes obj's finalizers with a patch that carries the
+// resourceVersion: a merge patch replaces the whole list, so without the
+// lock a finalizer another controller added meanwhile would be dropped. A
+// conflict is an error, and the next reconcile starts from a fresh read.
+func (p *Pipeline) patchFinalizers(ctx context.Context, obj client.Object, mutate func()) error {
+	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+	mutate()
+	return p.Client.Patch(ctx, obj, patch)
 }
 
 // cleanup runs on a deleted resource that holds the finalizer. Its state
@@ -159,9 +169,7 @@ func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string,
 
 // release removes the finalizer, with an event saying what happened.
 func (p *Pipeline) release(ctx context.Context, obj Object, eventType, reason, note string) error {
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	controllerutil.RemoveFinalizer(obj, Finalizer)
-	if err := p.Client.Patch(ctx, obj, patch); err != nil {
+	if err := p.patchFinalizers(ctx, obj, func() { controllerutil.RemoveFinalizer(obj, Finalizer) }); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if p.Recorder != nil {

@@ -34,9 +34,7 @@ func (p *Pipeline) syncRemoteFinalizer(ctx context.Context, s *scope) (ctrl.Resu
 	if s.blocked != nil || !s.remote() || controllerutil.ContainsFinalizer(s.obj, RemoteFinalizer) {
 		return ctrl.Result{}, nil
 	}
-	patch := client.MergeFrom(s.obj.DeepCopyObject().(client.Object))
-	controllerutil.AddFinalizer(s.obj, RemoteFinalizer)
-	return ctrl.Result{}, p.Client.Patch(ctx, s.obj, patch)
+	return ctrl.Result{}, p.patchFinalizers(ctx, s.obj, func() { controllerutil.AddFinalizer(s.obj, RemoteFinalizer) })
 }
 
 // deleteRemoteChildren deletes the owner's Jobs and workspace PVCs in other
@@ -79,7 +77,5 @@ func (p *Pipeline) deleteRemoteChildren(ctx context.Context, obj Object) error {
 		}
 		logf.FromContext(ctx).Info("deleted workspace of a deleted owner", "namespace", pvc.Namespace, "pvc", pvc.Name)
 	}
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
-	controllerutil.RemoveFinalizer(obj, RemoteFinalizer)
-	return client.IgnoreNotFound(p.Client.Patch(ctx, obj, patch))
+	return client.IgnoreNotFound(p.patchFinalizers(ctx, obj, func() { controllerutil.RemoveFinalizer(obj, RemoteFinalizer) }))
 }
