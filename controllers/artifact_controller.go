@@ -87,7 +87,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 // status carries the result and the reasons a pod is stuck).
 func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Artifact{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.Artifact{}, builder.WithPredicates(specOrAnnotationChanged)).
 		Owns(&batchv1.Job{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Artifact"))).
 		Named("artifact").
@@ -111,3 +111,7 @@ func podOwner(kind string) handler.MapFunc {
 		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: l[pipeline.LabelOwnerName]}}}
 	}
 }
+
+// specOrAnnotationChanged wakes a reconcile on a spec change or an
+// annotation change (packline.dev/requestedAt), not on status updates.
+var specOrAnnotationChanged = predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{})

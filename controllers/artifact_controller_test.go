@@ -458,3 +458,45 @@ func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
 		g.Expect(jobs[0].Labels[pipeline.LabelOwnerUID]).To(Equal(string(getArtifact(g, key).UID)))
 	})
 }
+
+// A permanent failure (a wrong Secret) needs no spec edit once fixed: the
+// packline.dev/requestedAt annotation starts one more attempt.
+func TestRerunAnnotation(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "rerun"}
+	a := makeArtifact(key.Name, ns).Obj()
+	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-registry"}
+	create(t, a)
+	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
+		g.Expect(condition(a, v1alpha1.ConditionStalled).Message).To(ContainSubstring("packline.dev/requestedAt"))
+	})
+	annotate := func(v string) {
+		eventually(t, func(g Gomega) {
+			a := getArtifact(g, key)
+			if a.Annotations == nil {
+				a.Annotations = map[string]string{}
+			}
+			a.Annotations[v1alpha1.AnnotationRequestedAt] = v
+			g.Expect(env.Client.Update(context.Background(), a)).To(Succeed())
+		})
+	}
+	annotate("1")
+	runJob(t, waitJob(t, ns, key.Name, 1, 2), 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(a.Status.Attempts).To(Equal(int32(2)))
+		g.Expect(a.Status.LastHandledRequestedAt).To(Equal("1"))
+	})
+	// The same value again, or a new one on a Succeeded resource, starts nothing.
+	annotate("2")
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.LastHandledRequestedAt).To(Equal("2")) })
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(2))
+		g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+	}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}

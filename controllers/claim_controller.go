@@ -243,7 +243,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.Pipeline.CleanupPlacement = r.cleanupPlacement
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.Claim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.Claim{}, builder.WithPredicates(specOrAnnotationChanged)).
 		// By label, not owner reference: a private template's Jobs are in
 		// the template namespace, where no owner reference can point.
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).

@@ -16,7 +16,7 @@ func targetHints(t v1alpha1.Target) map[string]string {
 	if t.PushSecretRef == nil {
 		return map[string]string{failure.ReasonRegistryAuth: "no spec.target.pushSecretRef is set: create a kubernetes.io/dockerconfigjson Secret for the registry and reference it there"}
 	}
-	return map[string]string{failure.ReasonRegistryAuth: fmt.Sprintf("check the credentials in Secret %q (spec.target.pushSecretRef)", t.PushSecretRef.Name)}
+	return map[string]string{failure.ReasonRegistryAuth: fmt.Sprintf("check the credentials in Secret %q (spec.target.pushSecretRef)%s", t.PushSecretRef.Name, rerunHint)}
 }
 
 // privateHints are the hints of a Claim of a private template. They name
@@ -45,7 +45,7 @@ func sourceHints(src v1alpha1.ArtifactSource, hints map[string]string) map[strin
 		ref = fmt.Sprintf("Secret %q (spec.source.oci.pullSecretRef)", src.OCI.PullSecretRef.Name)
 	}
 	if ref != "" {
-		hints[failure.ReasonSourceAuth] = "check the credentials in " + ref
+		hints[failure.ReasonSourceAuth] = "check the credentials in " + ref + rerunHint
 	} else {
 		hints[failure.ReasonSourceAuth] = "the source needs credentials: reference a Secret in spec.source"
 	}
@@ -69,3 +69,6 @@ func configErrorHint(rights []entitlement.Right, hints map[string]string) map[st
 	}
 	return hints
 }
+
+// rerunHint tells how to retry once a Secret is fixed, with no spec edit.
+const rerunHint = `; once fixed, run again with kubectl annotate --overwrite <kind>/<name> packline.dev/requestedAt="$(date +%s)"`

@@ -16,5 +16,11 @@ const (
 	AnnotationRequesterSeal = "packline.dev/requester-seal"
 )
 
+// AnnotationRequestedAt asks for a new attempt of a Failed resource without
+// a spec edit, in the style of Flux's reconcile.fluxcd.io/requestedAt: set
+// it to any new value (kubectl annotate … packline.dev/requestedAt="$(date
+// +%s)" --overwrite), for example once a wrong Secret has been fixed.
+const AnnotationRequestedAt = "packline.dev/requestedAt"
+
 // ClaimVerb is the RBAC verb on claimtemplates that grants claiming one.
 const ClaimVerb = "claim"

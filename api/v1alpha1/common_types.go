@@ -201,6 +201,11 @@ type PipelineStatus struct {
 	// +optional
 	InputsHash string `json:"inputsHash,omitempty"`
 
+	// lastHandledRequestedAt is the last packline.dev/requestedAt value the
+	// controller acted on.
+	// +optional
+	LastHandledRequestedAt string `json:"lastHandledRequestedAt,omitempty"`
+
 	// conditions: Ready, Reconciling and Stalled, in kstatus style.
 	// +optional
 	// +listType=map

@@ -38,6 +38,8 @@ const (
 	// references is missing. The kubelet retries, so the run goes on by
 	// itself once it exists.
 	ReasonConfigError = "CreateContainerConfigError"
+	// ReasonRerunRequested: packline.dev/requestedAt asked for a new attempt.
+	ReasonRerunRequested = "RerunRequested"
 )
 
 // Observation is the pure reading of a Job and its Pods.

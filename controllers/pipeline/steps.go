@@ -82,14 +82,26 @@ func (p *Pipeline) newScope(obj Object) (*scope, error) {
 // changed, from any phase: Succeeded and Failed included.
 func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 	st := s.status
+	requested := s.obj.GetAnnotations()[v1alpha1.AnnotationRequestedAt]
+	rerun := requested != "" && requested != st.LastHandledRequestedAt
 	if st.ObservedGeneration == s.obj.GetGeneration() && st.InputsHash == s.work.InputsHash && st.Phase != "" {
+		if rerun {
+			st.LastHandledRequestedAt = requested
+			if st.Phase == v1alpha1.PhaseFailed {
+				// One more attempt, numbered after the last, so its Job is new.
+				st.Phase, st.CompletionTime = v1alpha1.PhaseRetrying, nil
+				st.NextAttemptTime = &metav1.Time{Time: p.now()}
+				setProgress(st, ReasonRerunRequested, fmt.Sprintf("%s=%q: starting attempt %d", v1alpha1.AnnotationRequestedAt, requested, st.Attempts+1))
+			}
+		}
 		return ctrl.Result{}, nil
 	}
 	*st = v1alpha1.PipelineStatus{
-		ObservedGeneration: s.obj.GetGeneration(),
-		InputsHash:         s.work.InputsHash,
-		Phase:              v1alpha1.PhasePending,
-		Conditions:         st.Conditions,
+		ObservedGeneration:     s.obj.GetGeneration(),
+		InputsHash:             s.work.InputsHash,
+		Phase:                  v1alpha1.PhasePending,
+		Conditions:             st.Conditions,
+		LastHandledRequestedAt: requested,
 	}
 	return ctrl.Result{}, nil
 }
