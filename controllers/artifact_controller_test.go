@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"strings"
 	"testing"
 	"time"
@@ -499,4 +500,34 @@ func TestRerunAnnotation(t *testing.T) {
 		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(2))
 		g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
 	}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}
+
+// A workspace the API server refuses (here a ResourceQuota) shows in
+// status with the API server's message, not only in the manager's log; when
+// the quota allows it, the run goes on.
+func TestWorkspaceRejectedShowsInStatus(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-pvcs", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("0")}}}
+	create(t, quota)
+	// No quota controller runs in envtest: publish its usage as it would.
+	quota.Status = corev1.ResourceQuotaStatus{Hard: quota.Spec.Hard, Used: corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("0")}}
+	if err := env.Client.Status().Update(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKey{Namespace: ns, Name: "quota"}
+	create(t, makeArtifact(key.Name, ns).Obj())
+	eventually(t, func(g Gomega) {
+		ready := condition(getArtifact(g, key), v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(pipeline.ReasonWorkspaceRejected))
+		g.Expect(ready.Message).To(ContainSubstring("exceeded quota"))
+		g.Expect(ready.Message).To(ContainSubstring("quota-workspace"))
+	})
+	if err := env.Client.Delete(ctx, quota); err != nil {
+		t.Fatal(err)
+	}
+	waitJob(t, ns, key.Name, 1, 1)
 }

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -158,13 +159,17 @@ func TestClaimUpdateBySecondUser(t *testing.T) {
 	g.Expect(as(t, "alice").Create(context.Background(), c)).To(Succeed())
 	g.Expect(requester(g, c)).To(ContainSubstring(`"alice"`))
 
+	// The controller patches the Claim's status meanwhile: retry on a
+	// conflict, so the result is the webhook's answer.
 	edit := func(u user, mutate func(*v1alpha1.Claim)) error {
-		got := &v1alpha1.Claim{}
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
-			return err
-		}
-		mutate(got)
-		return u.Update(context.Background(), got)
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got := &v1alpha1.Claim{}
+			if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got); err != nil {
+				return err
+			}
+			mutate(got)
+			return u.Update(context.Background(), got)
+		})
 	}
 	g.Expect(edit(as(t, "dave"), func(c *v1alpha1.Claim) { c.Spec.Values.Raw = []byte(`{"replicas":2}`) })).To(Succeed())
 	g.Expect(requester(g, c)).To(ContainSubstring(`"dave"`))

@@ -211,6 +211,9 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 	for _, step := range steps {
 		r, err := step(ctx, s)
 		if err != nil {
+			// The error also reaches the resource (patched in finish), so
+			// a user sees what the API server refused without the logs.
+			reportStepError(s, err)
 			return ctrl.Result{}, err
 		}
 		res = lowestRequeue(res, r)

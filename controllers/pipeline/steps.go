@@ -214,7 +214,7 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
 	}
 	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return ctrl.Result{}, fmt.Errorf("creating workspace PVC: %w", err)
+		return ctrl.Result{}, &StepError{Reason: ReasonWorkspaceRejected, Err: fmt.Errorf("creating workspace PVC %s/%s: %w", params.Namespace, WorkspaceName(s.owner.Name), err)}
 	}
 	return ctrl.Result{}, nil
 }
@@ -359,7 +359,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		return found, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("creating Job %s: %w", job.Name, err)
+		return nil, &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)}
 	}
 	logf.FromContext(ctx).Info("created Job", "job", job.Name, "attempt", attempt)
 	return job, nil
