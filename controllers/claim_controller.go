@@ -122,7 +122,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	if err != nil {
 		return pipeline.Work{}, err
 	}
-	hash, err := claimInputsHash(c, tpl, profile)
+	hash, err := claimInputsHash(c, tpl, profile, claims.CheckAccess(tpl, c.Namespace, in.NamespaceLabels) == nil)
 	if err != nil {
 		return pipeline.Work{}, err
 	}
@@ -215,8 +215,13 @@ func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Obj
 
 // claimInputsHash covers the template, the chosen profile and the claim
 // spec: a change to any of them renders again, even with no new generation.
-func claimInputsHash(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, p *v1alpha1.EnvironmentProfile) (string, error) {
-	parts := [][]byte{}
+//
+// Every input a rule reads is in it: the namespace's labels enter through
+// what they decide (the access rule's verdict and the chosen profile), so a
+// Claim denied access renders once its namespace is labelled to match, and
+// an unrelated label change renders nothing again.
+func claimInputsHash(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, p *v1alpha1.EnvironmentProfile, accessAllowed bool) (string, error) {
+	parts := [][]byte{[]byte(fmt.Sprintf("access=%t", accessAllowed))}
 	for _, v := range []any{c.Spec, tpl.Spec} {
 		b, err := json.Marshal(v)
 		if err != nil {

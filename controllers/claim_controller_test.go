@@ -7,6 +7,7 @@ import (
 	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -266,4 +267,36 @@ func TestClaimWorkerResources(t *testing.T) {
 			t.Errorf("tmp emptyDir has no sizeLimit: %+v", v.VolumeSource)
 		}
 	}
+}
+
+// A Claim denied access renders once its namespace is labelled to match,
+// even when no profile changes with the label; an unrelated label change
+// starts nothing.
+func TestClaimAccessGrantedByLabel(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	tpl := makeTemplate(ns + "-tpl")
+	tpl.Spec.Access.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": ns}}
+	create(t, tpl)
+	key := client.ObjectKey{Namespace: ns, Name: "later"}
+	create(t, makeClaim(key.Name, ns, tpl.Name).Obj())
+	eventually(t, func(g Gomega) {
+		st := apimeta.FindStatusCondition(getClaim(g, key).Status.Conditions, v1alpha1.ConditionStalled)
+		g.Expect(st).NotTo(BeNil())
+		g.Expect(st.Reason).To(Equal(controllers.ReasonAccessDenied))
+	})
+	label := func(l map[string]string) {
+		eventually(t, func(g Gomega) {
+			n := &corev1.Namespace{}
+			g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n)).To(Succeed())
+			n.Labels = l
+			g.Expect(env.Client.Update(context.Background(), n)).To(Succeed())
+		})
+	}
+	label(map[string]string{"tenant": ns})
+	waitJob(t, ns, key.Name, 1, 1)
+	label(map[string]string{"tenant": ns, "team": "unrelated"})
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1))
+	}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
