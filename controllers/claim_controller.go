@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -34,6 +35,9 @@ const (
 	ReasonInvalidValues      = claims.ReasonInvalidValues
 	ReasonNoTarget           = claims.ReasonNoTarget
 	ReasonTargetNotAllowed   = claims.ReasonTargetNotAllowed
+	// ReasonProfileInvalid: an EnvironmentProfile meant for the Claim's
+	// namespace is not valid; the Claim waits for an admin to fix it.
+	ReasonProfileInvalid = "ProfileInvalid"
 )
 
 const templateRefIndex = "spec.templateRef.name"
@@ -119,6 +123,12 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 			InputsHash: pipeline.InputsHash([]byte("no-template"), []byte(c.Spec.TemplateRef.Name))}
 	}
 	profile, err := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
+	var broken *claims.ProfileError
+	if errors.As(err, &broken) {
+		// The profile watch brings the Claim back once it is fixed.
+		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonProfileInvalid, Message: err.Error(),
+			InputsHash: pipeline.InputsHash([]byte("profile-invalid"), []byte(broken.Name))}
+	}
 	if err != nil {
 		return pipeline.Work{}, err
 	}

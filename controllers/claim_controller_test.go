@@ -300,3 +300,41 @@ func TestClaimAccessGrantedByLabel(t *testing.T) {
 		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(1))
 	}).WithTimeout(time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 }
+
+// A broken profile (a nodeSelector key that is not a label key) is
+// Ready=False with the reason; a Claim in a namespace it selects waits
+// with ProfileInvalid naming it, others render; fixing it lets the Claim go.
+func TestBrokenProfile(t *testing.T) {
+	startManager(t)
+	ns, other := newNamespace(t), newNamespace(t)
+	create(t, makeTemplate(ns+"-tpl"))
+	prof := &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: ns + "-broken"}, Spec: v1alpha1.EnvironmentProfileSpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+		NodeSelector:      map[string]string{"bad key!": "x"}}}
+	create(t, prof)
+	eventually(t, func(g Gomega) {
+		got := &v1alpha1.EnvironmentProfile{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(prof), got)).To(Succeed())
+		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Message).To(ContainSubstring(`spec.nodeSelector: key "bad key!"`))
+	})
+	create(t, makeClaim("c", ns, ns+"-tpl").Obj())
+	create(t, makeClaim("c", other, ns+"-tpl").Obj())
+	waitJob(t, other, "c", 1, 1)
+	eventually(t, func(g Gomega) {
+		ready := apimeta.FindStatusCondition(getClaim(g, client.ObjectKey{Namespace: ns, Name: "c"}).Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(controllers.ReasonProfileInvalid))
+		g.Expect(ready.Message).To(ContainSubstring("EnvironmentProfile " + prof.Name))
+		g.Expect(jobsOf(g, ns, "c")).To(BeEmpty())
+	})
+	eventually(t, func(g Gomega) {
+		got := &v1alpha1.EnvironmentProfile{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(prof), got)).To(Succeed())
+		got.Spec.NodeSelector = map[string]string{"kubernetes.io/arch": "amd64"}
+		g.Expect(env.Client.Update(context.Background(), got)).To(Succeed())
+	})
+	waitJob(t, ns, "c", 1, 1)
+}

@@ -74,5 +74,8 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&EnvironmentProfileReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return (&ClaimTemplateReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}).SetupWithManager(mgr)
 }

@@ -80,6 +80,7 @@ type EnvironmentProfileSpec struct {
 // EnvironmentProfile is the environment overlay for Claims in the namespaces
 // it selects. The platform picks it; the user never does.
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=envp,categories=packline
 // +kubebuilder:printcolumn:name="Priority",type=integer,JSONPath=`.spec.priority`
 // +kubebuilder:printcolumn:name="StorageClass",type=string,JSONPath=`.spec.storageClassName`
@@ -90,6 +91,22 @@ type EnvironmentProfile struct {
 
 	// spec is the profile.
 	Spec EnvironmentProfileSpec `json:"spec"`
+	// status says whether the profile is usable.
+	// +optional
+	Status EnvironmentProfileStatus `json:"status,omitempty"`
+}
+
+// EnvironmentProfileStatus is the observed state of an EnvironmentProfile.
+type EnvironmentProfileStatus struct {
+	// observedGeneration is the generation last validated.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Ready says whether the profile is usable; a profile that
+	// is not is skipped when Claims pick their profile.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // EnvironmentProfileList is a list of EnvironmentProfiles.

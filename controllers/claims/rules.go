@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/packline/packline/api/v1alpha1"
 )
@@ -52,13 +53,22 @@ func CheckExposure(tpl *v1alpha1.ClaimTemplate, e v1alpha1.Exposure) (v1alpha1.E
 // SelectProfile picks the EnvironmentProfile for a namespace: among those
 // whose selector matches, the highest priority, then the smallest name, so
 // the choice never depends on list order. Nil when none matches.
+//
+// A profile that is not valid (ValidateProfile) is skipped, so one broken
+// profile never stops every Claim in the cluster. But when its selector's
+// matchLabels alone match the namespace, it was probably meant for this
+// Claim, and rendering with another profile (or none) could put the
+// workload in the wrong place: that is an error naming the profile.
 func SelectProfile(profiles []v1alpha1.EnvironmentProfile, nsLabels map[string]string) (*v1alpha1.EnvironmentProfile, error) {
 	var matched []v1alpha1.EnvironmentProfile
 	for _, p := range profiles {
-		s, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector)
-		if err != nil {
-			return nil, fmt.Errorf("EnvironmentProfile %s has an invalid spec.namespaceSelector: %w", p.Name, err)
+		if err := ValidateProfile(&p); err != nil {
+			if labels.SelectorFromSet(p.Spec.NamespaceSelector.MatchLabels).Matches(labels.Set(nsLabels)) {
+				return nil, &ProfileError{Name: p.Name, Err: err}
+			}
+			continue
 		}
+		s, _ := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector)
 		if s.Matches(labels.Set(nsLabels)) {
 			matched = append(matched, p)
 		}
@@ -73,6 +83,44 @@ func SelectProfile(profiles []v1alpha1.EnvironmentProfile, nsLabels map[string]s
 		return matched[i].Name < matched[j].Name
 	})
 	return &matched[0], nil
+}
+
+// ProfileError: a profile meant for this namespace is not valid.
+type ProfileError struct {
+	Name string
+	Err  error
+}
+
+func (e *ProfileError) Error() string {
+	return fmt.Sprintf("EnvironmentProfile %s, which selects this namespace, is not valid (%v): a platform admin must fix it; the Claim waits", e.Name, e.Err)
+}
+
+// ValidateProfile checks what the CRD schema cannot: the selector, and the
+// keys and values of nodeSelector and labels (the API server's CEL cost
+// budget refuses rules over maps of unbounded strings).
+func ValidateProfile(p *v1alpha1.EnvironmentProfile) error {
+	if _, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector); err != nil {
+		return fmt.Errorf("spec.namespaceSelector: %w", err)
+	}
+	for _, f := range []struct {
+		field string
+		m     map[string]string
+	}{{"spec.nodeSelector", p.Spec.NodeSelector}, {"spec.labels", p.Spec.Labels}} {
+		keys := make([]string, 0, len(f.m))
+		for k := range f.m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				return fmt.Errorf("%s: key %q: %s", f.field, k, strings.Join(errs, "; "))
+			}
+			if errs := validation.IsValidLabelValue(f.m[k]); len(errs) > 0 {
+				return fmt.Errorf("%s[%s]: value %q: %s", f.field, k, f.m[k], strings.Join(errs, "; "))
+			}
+		}
+	}
+	return nil
 }
 
 // TargetRepository is the claim's override, else
