@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"syscall"
 
 	"oras.land/oras-go/v2/errdef"
@@ -112,6 +113,11 @@ func Registry(err error) error {
 	}
 	if errors.Is(err, errdef.ErrNotFound) {
 		return Permanent(ReasonSourceNotFound, err)
+	}
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		// The registry asked for credentials and none were given: no
+		// retry can help, setting a Secret can.
+		return Permanent(ReasonRegistryAuth, err)
 	}
 	if transient(err) {
 		return Retryable(ReasonRegistryFailed, err)

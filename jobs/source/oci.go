@@ -2,7 +2,11 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 	"os"
 	"path/filepath"
 
@@ -39,8 +43,27 @@ func CopyOCI(ctx context.Context, s v1alpha1.OCISource, pullAuthDir string, dst 
 		tag = ref.Reference
 	}
 	desc, err := oras.Copy(ctx, src, ref.Reference, dst, tag, oras.DefaultCopyOptions)
+	if err != nil && refusedBySource(err) {
+		// One copy talks to two registries: a refusal by the source is
+		// the pull Secret's to fix, not the push Secret's.
+		return ocispec.Descriptor{}, failure.Permanent(failure.ReasonSourceAuth, err)
+	}
 	if err != nil {
 		return ocispec.Descriptor{}, failure.Registry(err)
 	}
 	return desc, nil
+}
+
+// refusedBySource reports that the source registry refused the request
+// (no or wrong credentials), as opposed to the target.
+func refusedBySource(err error) bool {
+	var ce *oras.CopyError
+	if !errors.As(err, &ce) || ce.Origin != oras.CopyErrorOriginSource {
+		return false
+	}
+	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
+		return true
+	}
+	var resp *errcode.ErrorResponse
+	return errors.As(err, &resp) && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden)
 }

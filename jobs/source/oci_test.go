@@ -37,3 +37,26 @@ func TestCopyOCI(t *testing.T) {
 	_, err = CopyOCI(t.Context(), v1alpha1.OCISource{Reference: host + "/src/model:missing", PlainHTTP: true}, t.TempDir(), dst, "x")
 	assertReason(t, err, failure.ReasonSourceNotFound, true)
 }
+
+// A copy talks to two registries: a refusal by the source is
+// SourceAuthDenied (the pull Secret's to fix), a refusal by the target
+// RegistryAuthDenied (the push Secret's), both permanent.
+func TestCopyOCIRefusalNamesTheRightSide(t *testing.T) {
+	open := regtest.Start(t)
+	locked := regtest.StartWith(t, regtest.Options{Users: map[string]string{"alice": "pw"}}).Host
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "w.gguf"), []byte("weights"), 0o644)
+	files, _ := kitfile.List(root)
+	pub, _ := registry.Repository(open+"/src/model", registry.Options{PlainHTTP: true})
+	if _, _, err := push.Push(t.Context(), pub, root, kitfile.Generate(files), push.Options{Tag: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Source refuses (no pull credentials).
+	dst, _ := registry.Repository(open+"/dst/model", registry.Options{PlainHTTP: true})
+	_, err := CopyOCI(t.Context(), v1alpha1.OCISource{Reference: locked + "/src/model:v1", PlainHTTP: true}, t.TempDir(), dst, "x")
+	assertReason(t, err, failure.ReasonSourceAuth, true)
+	// Target refuses (no push credentials).
+	lockedDst, _ := registry.Repository(locked+"/dst/model", registry.Options{PlainHTTP: true})
+	_, err = CopyOCI(t.Context(), v1alpha1.OCISource{Reference: open + "/src/model:v1", PlainHTTP: true}, t.TempDir(), lockedDst, "x")
+	assertReason(t, err, failure.ReasonRegistryAuth, true)
+}
