@@ -39,6 +39,8 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code.
 .PHONY: verify-generated
 verify-generated: manifests generate ## Fail when generated files differ from what is committed.
 	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api config); \
+		if [ -n "$$untracked" ]; then echo "generated files are not committed:"; echo "$$untracked"; exit 1; fi
 
 .PHONY: build
 build: ## Build the manager and worker binaries into bin/.
