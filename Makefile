@@ -76,6 +76,14 @@ test: k8s-assets registry ## Run the whole test suite against a real apiserver a
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m ./...
 
+# The packages whose tests need no API server (the real registry and Git
+# server still run, on loopback): a fast inner loop. make test runs them too.
+UNIT_PKGS := ./jobs/... ./cmd/worker ./controllers/pipeline ./controllers/claims ./controllers/entitlement
+
+.PHONY: unit
+unit: registry ## Run the tests that need no API server (worker, pipeline builders, rules).
+	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
+
 .PHONY: bench
 bench: k8s-assets registry ## Run the benchmarks; they print ratios against baselines measured in the same run.
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
