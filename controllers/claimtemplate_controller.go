@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -36,21 +34,12 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := tpl.DeepCopy()
-	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid",
-		Message: "template is valid", ObservedGeneration: tpl.Generation}
 	err := ValidateTemplate(tpl)
 	if err == nil {
 		err = r.kindsServed(tpl)
 	}
-	if err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonInvalidTemplate, err.Error()
-	}
-	apimeta.SetStatusCondition(&tpl.Status.Conditions, cond)
-	tpl.Status.ObservedGeneration = tpl.Generation
-	if equality.Semantic.DeepEqual(base.Status, tpl.Status) {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, r.Client.Status().Patch(ctx, tpl, client.MergeFrom(base))
+	return ctrl.Result{}, reportValidity(ctx, r.Client, tpl, base,
+		validity{&tpl.Status.Conditions, &tpl.Status.ObservedGeneration}, "template", ReasonInvalidTemplate, err)
 }
 
 // ValidateTemplate checks what the CRD schema cannot: the values schema

@@ -3,9 +3,6 @@ package controllers
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,17 +28,8 @@ func (r *EnvironmentProfileReconciler) Reconcile(ctx context.Context, req ctrl.R
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := p.DeepCopy()
-	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Valid",
-		Message: "profile is valid", ObservedGeneration: p.Generation}
-	if err := claims.ValidateProfile(p); err != nil {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonProfileInvalid, err.Error()
-	}
-	apimeta.SetStatusCondition(&p.Status.Conditions, cond)
-	p.Status.ObservedGeneration = p.Generation
-	if equality.Semantic.DeepEqual(base.Status, p.Status) {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{}, r.Client.Status().Patch(ctx, p, client.MergeFrom(base))
+	return ctrl.Result{}, reportValidity(ctx, r.Client, p, base,
+		validity{&p.Status.Conditions, &p.Status.ObservedGeneration}, "profile", ReasonProfileInvalid, claims.ValidateProfile(p))
 }
 
 // SetupWithManager watches EnvironmentProfiles.
