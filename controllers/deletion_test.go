@@ -3,15 +3,20 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
+	. "github.com/packline/packline/test/wrappers"
 )
 
 // TestDeletionPolicyDelete: deleting an Artifact with deletionPolicy Delete
@@ -85,4 +90,74 @@ func waitCleanupJob(t *testing.T, ns, owner string) *batchJob {
 		g.Expect(found).NotTo(BeNil(), "no cleanup Job")
 	})
 	return found
+}
+
+// TestDeletionNeverBlocked: a deletion whose cleanup cannot run still ends,
+// with a CleanupFailed warning that says why: a cleanup Job the API server
+// refuses (here a ResourceQuota of zero Jobs), or a cleanup pod that cannot
+// start (a missing Secret) for longer than --cleanup-give-up.
+func TestDeletionNeverBlocked(t *testing.T) {
+	cases := []struct {
+		name      string
+		before    func(t *testing.T, ns string)
+		stuckPod  bool
+		wantInMsg string
+	}{
+		{name: "quota refuses the cleanup Job", before: func(t *testing.T, ns string) {
+			hard := corev1.ResourceList{"count/jobs.batch": resource.MustParse("0")}
+			q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "no-jobs", Namespace: ns}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+			create(t, q)
+			// Quota admission enforces status.hard, which the quota
+			// controller (not running here) would fill in.
+			q.Status = corev1.ResourceQuotaStatus{Hard: hard, Used: corev1.ResourceList{"count/jobs.batch": resource.MustParse("0")}}
+			NewWithT(t).Expect(env.Client.Status().Update(context.Background(), q)).To(Succeed())
+		}, wantInMsg: "exceeded quota"},
+		{name: "cleanup pod stuck on a missing Secret", stuckPod: true, wantInMsg: "did not start within"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			startManager(t, func(c *pipeline.Config) { c.CleanupGiveUp = 2 * time.Second })
+			ns := newNamespace(t)
+			key := client.ObjectKey{Namespace: ns, Name: "doomed"}
+			a := makeArtifact(key.Name, ns).Obj()
+			a.Spec.DeletionPolicy = v1alpha1.DeletionDelete
+			create(t, a)
+			runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, okResult(digest))
+			eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
+			if tc.before != nil {
+				tc.before(t, ns)
+			}
+			NewWithT(t).Expect(env.Client.Delete(context.Background(), getArtifact(NewWithT(t), key))).To(Succeed())
+			if tc.stuckPod {
+				job := waitCleanupJob(t, ns, key.Name)
+				pod := MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).Obj()
+				pod.Spec = *job.Spec.Template.Spec.DeepCopy()
+				create(t, pod)
+				pod.Status = MakePod("", "", "").Waiting(pipeline.ReasonConfigError, `secret "push-creds" not found`).Status
+				NewWithT(t).Expect(env.Client.Status().Update(context.Background(), pod)).To(Succeed())
+			}
+			eventually(t, func(g Gomega) {
+				err := env.Client.Get(context.Background(), key, &v1alpha1.Artifact{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "artifact still exists: %v", err)
+				var evs eventsList
+				g.Expect(env.Client.List(context.Background(), &evs, client.InNamespace(ns))).To(Succeed())
+				var notes []string
+				for _, e := range evs.Items {
+					if e.Reason == "CleanupFailed" {
+						notes = append(notes, e.Note)
+					}
+				}
+				g.Expect(notes).To(ContainElement(ContainSubstring(tc.wantInMsg)))
+			})
+			if tc.stuckPod {
+				// No garbage collector runs here: the run Job stays, the stuck
+				// cleanup Job must be gone by the manager's own delete.
+				eventually(t, func(g Gomega) {
+					for _, j := range jobsOf(g, ns, key.Name) {
+						g.Expect(j.Labels).NotTo(HaveKeyWithValue(pipeline.LabelInputs, "cleanup"), "stuck cleanup Job not deleted")
+					}
+				})
+			}
+		})
+	}
 }

@@ -32,6 +32,7 @@ func main() {
 	flag.DurationVar(&cfg.BackoffBase, "backoff-base", cfg.BackoffBase, "First retry delay; it doubles per attempt.")
 	flag.DurationVar(&cfg.BackoffCap, "backoff-cap", cfg.BackoffCap, "Longest retry delay.")
 	flag.DurationVar(&cfg.DefaultTimeout, "default-timeout", cfg.DefaultTimeout, "Attempt timeout when spec.timeout is unset.")
+	flag.DurationVar(&cfg.CleanupGiveUp, "cleanup-give-up", cfg.CleanupGiveUp, "How long a deleted resource waits for a cleanup pod that cannot start (missing Secret, image, node) before its finalizer is released.")
 	flag.DurationVar(&cfg.JobTTL, "job-ttl", cfg.JobTTL, "ttlSecondsAfterFinished of worker Jobs.")
 	flag.StringVar(&cfg.WorkerServiceAccount, "worker-service-account", cfg.WorkerServiceAccount, "ServiceAccount of worker pods (its token is never mounted).")
 	workerRequests := flag.String("worker-requests", "cpu=250m,memory=256Mi", "Default requests of worker containers (name=quantity,...); a profile's workerResources and spec.resources override them.")

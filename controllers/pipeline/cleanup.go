@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +27,10 @@ const Finalizer = "packline.dev/delete-artifact"
 
 // cleanupInputs labels cleanup Jobs apart from run Jobs.
 const cleanupInputs = "cleanup"
+
+// cleanupTimeout bounds a cleanup attempt: deleting a manifest takes
+// seconds, and a hung attempt must not hold a deletion for spec.timeout.
+const cleanupTimeout = 10 * time.Minute
 
 // Targeted is an Object whose push target the cleanup Job reuses, so it
 // authenticates exactly as the run did and the manager still reads no Secret.
@@ -112,13 +118,21 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		}
 	}
 	if job == nil {
-		return ctrl.Result{}, p.createCleanupJob(ctx, owner, ns, target, t, 1)
+		// A cache that has not yet seen the finalizer go (after a give-up
+		// deleted the last cleanup Job) must not start the cleanup again.
+		if live, err := p.stillHeld(ctx, obj); !live || err != nil {
+			return ctrl.Result{}, err
+		}
+		return p.startCleanup(ctx, obj, owner, ns, target, 1)
 	}
 	var pods corev1.PodList
 	if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	o := Observe(job, pods.Items)
+	if o.State == StatePending && stuck(o.Reason) {
+		return p.giveUpIfStuck(ctx, obj, job, o)
+	}
 	switch o.State {
 	case StateSucceeded:
 		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeNormal, "ArtifactDeleted", "deleted "+st.Reference)
@@ -138,9 +152,56 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		if wait := failedAt.Add(Backoff(attempt, p.Config.BackoffBase, p.Config.BackoffCap)).Sub(p.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
-		return ctrl.Result{}, p.createCleanupJob(ctx, owner, ns, target, t, attempt+1)
+		return p.startCleanup(ctx, obj, owner, ns, target, attempt+1)
 	}
 	return ctrl.Result{}, nil
+}
+
+// startCleanup creates a cleanup Job. When the API server refuses it for
+// good (a namespace being deleted, a quota, an admission policy), waiting
+// would hold the owner forever, so it warns and lets go instead.
+func (p *Pipeline) startCleanup(ctx context.Context, obj Object, owner Owner, ns string, target v1alpha1.Target, attempt int32) (ctrl.Result, error) {
+	err := p.createCleanupJob(ctx, owner, ns, target, obj.(Targeted), attempt)
+	if err != nil && refused(err) {
+		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
+			fmt.Sprintf("could not delete %s: %v; it is left in the registry", obj.GetPipelineStatus().Reference, err))
+	}
+	return ctrl.Result{}, err
+}
+
+// stillHeld reads obj past the cache: does it still exist with Finalizer?
+func (p *Pipeline) stillHeld(ctx context.Context, obj Object) (bool, error) {
+	live := obj.DeepCopyObject().(client.Object)
+	if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return controllerutil.ContainsFinalizer(live, Finalizer), nil
+}
+
+// refused is an API error that retrying the same request cannot fix.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+// stuck reasons keep a pod from ever starting until someone acts: a missing
+// Secret, an image that cannot be pulled, no node that fits.
+func stuck(reason string) bool {
+	return reason == ReasonConfigError || reason == ReasonUnschedulable || isImageProblem(reason)
+}
+
+// giveUpIfStuck lets the owner go once its cleanup pod has been unable to
+// start for CleanupGiveUp: the kubelet would retry until the Job's deadline
+// (hours), and a deletion must not wait on that.
+func (p *Pipeline) giveUpIfStuck(ctx context.Context, obj Object, job *batchv1.Job, o Observation) (ctrl.Result, error) {
+	if wait := job.CreationTimestamp.Add(p.Config.CleanupGiveUp).Sub(p.now()); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	if err := p.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting stuck cleanup Job: %w", err)
+	}
+	return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
+		fmt.Sprintf("could not delete %s: the cleanup pod did not start within %s (%s: %s); it is left in the registry",
+			obj.GetPipelineStatus().Reference, p.Config.CleanupGiveUp, o.Reason, o.Message))
 }
 
 func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string, push v1alpha1.Target, obj Targeted, attempt int32) error {
@@ -156,7 +217,7 @@ func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string,
 		Owner: owner, Namespace: ns, Generation: obj.GetGeneration(), Attempt: attempt, InputsHash: cleanupInputs,
 		Image: p.Config.WorkerImage, Command: "delete", SpecJSON: doc,
 		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
-		Timeout: p.Config.DefaultTimeout, TTLAfterFinished: p.Config.JobTTL,
+		Timeout: min(p.Config.DefaultTimeout, cleanupTimeout), TTLAfterFinished: p.Config.JobTTL,
 		ServiceAccountName: p.Config.WorkerServiceAccount,
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, obj.GetPipelineSpec().Resources)),
 		TmpSize:            p.Config.WorkerTmpSize,

@@ -33,6 +33,9 @@ type Config struct {
 	DefaultTimeout time.Duration
 	// JobTTL is the Jobs' ttlSecondsAfterFinished.
 	JobTTL time.Duration
+	// CleanupGiveUp is how long a deleted resource waits for a cleanup pod
+	// that cannot start (missing Secret, image, node) before it is let go.
+	CleanupGiveUp time.Duration
 	// WorkerServiceAccount runs the worker pods; its token is never mounted.
 	WorkerServiceAccount string
 	// WorkerResources are the worker container's default requests and
@@ -69,6 +72,7 @@ func DefaultConfig() Config {
 		BackoffCap:        5 * time.Minute,
 		DefaultTimeout:    6 * time.Hour,
 		JobTTL:            time.Hour,
+		CleanupGiveUp:     3 * time.Minute,
 		// Streaming pack-and-push needs little memory whatever the model's
 		// size; no CPU limit, so hashing is not throttled.
 		WorkerResources: corev1.ResourceRequirements{
