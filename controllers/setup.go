@@ -5,7 +5,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,12 +26,18 @@ func NewScheme() *runtime.Scheme {
 
 // CacheOptions keep only packline's own Jobs, Pods and PVCs in memory, so
 // the manager's footprint does not grow with the rest of the cluster.
-func CacheOptions() cache.Options {
-	own := labels.SelectorFromSet(labels.Set{pipeline.LabelManagedBy: "packline"})
+//
+// With several managers on one cluster (--instance), each caches only the
+// Artifacts and Claims labelled for it, and the children it made.
+func CacheOptions(instance string) cache.Options {
+	own := pipeline.OwnedSelector(instance)
+	mine := pipeline.InstanceSelector(instance)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&batchv1.Job{}:                  {Label: own},
 		&corev1.Pod{}:                   {Label: own},
 		&corev1.PersistentVolumeClaim{}: {Label: own},
+		&v1alpha1.Artifact{}:            {Label: mine},
+		&v1alpha1.Claim{}:               {Label: mine},
 	}}
 }
 

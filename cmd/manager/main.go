@@ -39,6 +39,7 @@ func main() {
 	workerLimits := flag.String("worker-limits", "memory=2Gi", "Default limits of worker containers (name=quantity,...).")
 	flag.Var(quantityFlag{&cfg.WorkerTmpSize}, "worker-tmp-size", "Size limit of the worker's writable /tmp (an emptyDir).")
 	flag.StringVar(&cfg.TemplateNamespace, "template-namespace", cfg.TemplateNamespace, "Namespace of private ClaimTemplates' Secrets, where their Claims render (default: $POD_NAMESPACE, else packline-system).")
+	flag.StringVar(&cfg.Instance, "instance", "", "Name of this manager among several on one cluster: it drives only Artifacts and Claims labelled packline.dev/instance=<name>; unset, it drives those without the label.")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
@@ -64,6 +65,13 @@ func main() {
 	if cfg.BackoffBase <= 0 || cfg.BackoffCap < cfg.BackoffBase {
 		fail(fmt.Errorf("--backoff-base must be positive and at most --backoff-cap"))
 	}
+	if err := pipeline.ValidateInstance(cfg.Instance); err != nil {
+		fail(err)
+	}
+	electionID := "packline-manager.packline.dev"
+	if cfg.Instance != "" {
+		electionID = "packline-manager-" + cfg.Instance + ".packline.dev"
+	}
 	if err := wh.complete(); err != nil {
 		fail(err)
 	}
@@ -74,11 +82,11 @@ func main() {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
-		Cache:                   controllers.CacheOptions(),
+		Cache:                   controllers.CacheOptions(cfg.Instance),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          leaderElect,
-		LeaderElectionID:        "packline-manager.packline.dev",
+		LeaderElectionID:        electionID,
 		LeaderElectionNamespace: leaderElectionNS,
 		// A crashed leader's Lease is released on exit so a standby takes
 		// over in seconds rather than a full lease duration.
@@ -107,7 +115,7 @@ func main() {
 	if err := mgr.AddReadyzCheck("readyz", readyz); err != nil {
 		fail(err)
 	}
-	ctrl.Log.Info("starting packline manager", "workerImage", cfg.WorkerImage)
+	ctrl.Log.Info("starting packline manager", "workerImage", cfg.WorkerImage, "instance", cfg.Instance)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		fail(err)
 	}

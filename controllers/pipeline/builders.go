@@ -24,6 +24,8 @@ type Owner struct {
 	Name      string
 	Namespace string
 	UID       string
+	// Instance is the manager instance (--instance) that makes the children.
+	Instance string
 }
 
 func (o Owner) ref() metav1.OwnerReference {
@@ -39,12 +41,12 @@ func (o Owner) ref() metav1.OwnerReference {
 
 // OwnerLabels select every child object of one owner.
 func (o Owner) OwnerLabels() map[string]string {
-	return map[string]string{
+	return instanceLabels(map[string]string{
 		LabelManagedBy: managedBy,
 		LabelOwnerKind: o.GVK.Kind,
 		LabelOwnerName: o.Name,
 		LabelOwnerUID:  o.UID,
-	}
+	}, o.Instance)
 }
 
 // placement returns where a child object of o goes and how it points back

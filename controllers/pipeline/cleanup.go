@@ -87,7 +87,7 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	owner := Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID())}
+	owner := Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID()), Instance: p.Config.Instance}
 	ns, target := owner.Namespace, t.GetPushTarget()
 	if p.CleanupPlacement != nil {
 		pns, ptarget, err := p.CleanupPlacement(ctx, obj)

@@ -52,6 +52,9 @@ type Config struct {
 	// of private ClaimTemplates, and the render Jobs and workspaces of their
 	// Claims, so that nothing in a tenant's namespace can expose them.
 	TemplateNamespace string
+	// Instance (--instance) is this manager's name among several on one
+	// cluster; see LabelInstance. Empty is the default instance.
+	Instance string
 }
 
 // DefaultTemplateNamespace is the manager's own namespace ($POD_NAMESPACE),

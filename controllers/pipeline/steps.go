@@ -71,7 +71,7 @@ func (p *Pipeline) newScope(obj Object) (*scope, error) {
 	}
 	return &scope{
 		obj:    obj,
-		owner:  Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID())},
+		owner:  Owner{GVK: gvk, Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: string(obj.GetUID()), Instance: p.Config.Instance},
 		status: obj.GetPipelineStatus(),
 		before: obj.GetPipelineStatus().DeepCopy(),
 		base:   obj.DeepCopyObject().(client.Object),
@@ -213,10 +213,30 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		setProgress(s.status, ReasonNamespaceMissing, fmt.Sprintf("namespace %s, where this run must go (the manager's --template-namespace), does not exist: a platform admin must create it", params.Namespace))
 		return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
 	}
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, p.takeOverWorkspace(ctx, client.ObjectKey{Namespace: s.namespace(), Name: WorkspaceName(s.owner.Name)}, s.owner.UID)
+	}
+	if err != nil {
 		return ctrl.Result{}, &StepError{Reason: ReasonWorkspaceRejected, Err: fmt.Errorf("creating workspace PVC %s/%s: %w", params.Namespace, WorkspaceName(s.owner.Name), err)}
 	}
 	return ctrl.Result{}, nil
+}
+
+// takeOverWorkspace relabels an existing workspace that this instance's
+// cache does not hold: one its owner's previous instance made.
+func (p *Pipeline) takeOverWorkspace(ctx context.Context, key client.ObjectKey, uid string) error {
+	pvc := &corev1.PersistentVolumeClaim{}
+	err := p.Client.Get(ctx, key, pvc)
+	if !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := p.APIReader.Get(ctx, key, pvc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pvc.Labels[LabelOwnerUID] != uid {
+		return nil
+	}
+	return p.takeOver(ctx, pvc)
 }
 
 // workspaceParams: spec.workspace, over the kind's defaults (a profile's).
@@ -356,7 +376,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 			return nil, fmt.Errorf("%w: Job %s belongs to an earlier %s of the same name (uid %s); waiting for it to be garbage-collected",
 				errPredecessorJob, job.Name, s.owner.GVK.Kind, uid)
 		}
-		return found, nil
+		return found, p.takeOver(ctx, found)
 	}
 	if err != nil {
 		return nil, &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)}

@@ -1,0 +1,76 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/pipeline"
+)
+
+// TestInstances: two managers share one API server. Each drives only the
+// Artifacts of its instance (the default one: those without the label), and
+// labels what it creates; an Artifact of an instance that no manager runs is
+// untouched. Moving a running Artifact to the other instance hands its Job
+// over: the new instance finishes the run with the same Job, never a second.
+func TestInstances(t *testing.T) {
+	startManager(t, func(c *pipeline.Config) { c.Instance = "blue" })
+	startManager(t) // the default instance
+	ns := newNamespace(t)
+	instanceOf := func(name, instance string) *v1alpha1.Artifact {
+		a := makeArtifact(name, ns).Obj()
+		if instance != "" {
+			a.Labels = map[string]string{pipeline.LabelInstance: instance}
+		}
+		create(t, a)
+		return a
+	}
+	instanceOf("for-blue", "blue")
+	instanceOf("for-default", "")
+	instanceOf("for-green", "green")
+
+	blueJob := waitJob(t, ns, "for-blue", 1, 1)
+	defJob := waitJob(t, ns, "for-default", 1, 1)
+	g := NewWithT(t)
+	g.Expect(blueJob.Labels).To(HaveKeyWithValue(pipeline.LabelInstance, "blue"))
+	g.Expect(blueJob.Spec.Template.Labels).To(HaveKeyWithValue(pipeline.LabelInstance, "blue"))
+	g.Expect(defJob.Labels).NotTo(HaveKey(pipeline.LabelInstance))
+	// Both managers have acted on their own; the green one has no manager.
+	eventually(t, func(g Gomega) {
+		g.Expect(getArtifact(g, client.ObjectKey{Namespace: ns, Name: "for-blue"}).Status.Phase).NotTo(BeEmpty())
+		g.Expect(getArtifact(g, client.ObjectKey{Namespace: ns, Name: "for-default"}).Status.Phase).NotTo(BeEmpty())
+	})
+	green := getArtifact(g, client.ObjectKey{Namespace: ns, Name: "for-green"})
+	g.Expect(green.Status.Phase).To(BeEmpty(), "another instance's Artifact was reconciled")
+	g.Expect(green.Finalizers).To(BeEmpty())
+	g.Expect(jobsOf(g, ns, "for-green")).To(BeEmpty())
+
+	// Move the running blue Artifact to the default instance.
+	pod := runPod(t, blueJob)
+	key := client.ObjectKey{Namespace: ns, Name: "for-blue"}
+	moved := getArtifact(g, key)
+	delete(moved.Labels, pipeline.LabelInstance)
+	g.Expect(env.Client.Update(context.Background(), moved)).To(Succeed())
+	eventually(t, func(g Gomega) {
+		jobs := jobsOf(g, ns, "for-blue")
+		g.Expect(jobs).To(HaveLen(1))
+		g.Expect(jobs[0].Name).To(Equal(blueJob.Name))
+		g.Expect(jobs[0].Labels).NotTo(HaveKey(pipeline.LabelInstance), "the Job was not handed over")
+		p := &corev1.Pod{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), p)).To(Succeed())
+		g.Expect(p.Labels).NotTo(HaveKey(pipeline.LabelInstance), "the pod was not handed over")
+		pod = p
+	})
+	finishPod(t, blueJob, pod, 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(a.Status.Digest).To(Equal(digest))
+		g.Expect(a.Status.Attempts).To(Equal(int32(1)))
+	})
+	g.Expect(jobsOf(g, ns, "for-blue")).To(HaveLen(1), "a duplicate Job was created")
+}
