@@ -5,11 +5,15 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/pipeline"
+	. "github.com/packline/packline/test/wrappers"
 )
 
 // TestInstances: two managers share one API server. Each drives only the
@@ -73,4 +77,44 @@ func TestInstances(t *testing.T) {
 		g.Expect(a.Status.Attempts).To(Equal(int32(1)))
 	})
 	g.Expect(jobsOf(g, ns, "for-blue")).To(HaveLen(1), "a duplicate Job was created")
+}
+
+// TestMultiKueueContract: with --job-managed-by kueue.x-k8s.io/multikueue, a
+// queued Artifact's Job carries what a multi-cluster dispatcher needs (the
+// queue label, suspension until admitted, spec.managedBy), the controller
+// never edits it after creation, and the status the dispatcher mirrors back
+// from the worker cluster (no pods here) reads as Running, then as a clear
+// ResultNotMirrored instead of a bare InvalidResult.
+func TestMultiKueueContract(t *testing.T) {
+	const multiKueue = "kueue.x-k8s.io/multikueue"
+	startManager(t, func(c *pipeline.Config) { c.JobManagedBy = multiKueue })
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "far"}
+	create(t, makeArtifact(key.Name, ns).Queue("multi").Obj())
+	job := waitJob(t, ns, key.Name, 1, 1)
+	g := NewWithT(t)
+	g.Expect(job.Labels).To(HaveKeyWithValue(pipeline.QueueLabel, "multi"))
+	g.Expect(job.Spec.Suspend).To(HaveValue(BeTrue()))
+	g.Expect(job.Spec.ManagedBy).To(HaveValue(Equal(multiKueue)))
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseQueued)) })
+
+	// The dispatcher admits the workload and mirrors the remote status.
+	eventually(t, func(g Gomega) {
+		j := &batchv1.Job{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), j)).To(Succeed())
+		j.Spec.Suspend = ptr.To(false)
+		g.Expect(env.Client.Update(context.Background(), j)).To(Succeed())
+		j.Status = MakeJob("", "").Active().Status
+		g.Expect(env.Client.Status().Update(context.Background(), j)).To(Succeed())
+		job = j
+	})
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+		g.Expect(apimeta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionReady).Message).To(ContainSubstring("worker cluster"))
+	})
+	j := &batchv1.Job{}
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), j)).To(Succeed())
+	g.Expect(j.Generation).To(Equal(job.Generation), "the controller edited the Job spec")
+	g.Expect(j.Spec.ManagedBy).To(HaveValue(Equal(multiKueue)))
 }

@@ -118,9 +118,13 @@ type JobParams struct {
 	// for Jobs (cleanup) that may run after the PVC was freed.
 	EphemeralWorkspace bool
 
-	Timeout            time.Duration
-	TTLAfterFinished   time.Duration
-	QueueName          string
+	Timeout          time.Duration
+	TTLAfterFinished time.Duration
+	QueueName        string
+	// ManagedBy, on a queued Job, hands the Job to another controller
+	// (spec.managedBy), as MultiKueue needs: the local Job controller then
+	// never runs it, and the dispatcher mirrors the worker cluster's status.
+	ManagedBy          string
 	Resources          *corev1.ResourceRequirements
 	ServiceAccountName string
 	// TmpSize bounds the writable /tmp; zero leaves it unbounded.
@@ -131,6 +135,14 @@ type JobParams struct {
 }
 
 const workerContainer = "worker"
+
+// managedByOf: only a queued Job is dispatched; one without a queue runs here.
+func managedByOf(p JobParams) *string {
+	if p.QueueName == "" || p.ManagedBy == "" {
+		return nil
+	}
+	return ptr.To(p.ManagedBy)
+}
 
 // BuildJob returns the Job for one attempt. The controller owns retries, so
 // backoffLimit is 0; and it never edits the Job after creation, because Kueue
@@ -185,6 +197,7 @@ func BuildJob(p JobParams) *batchv1.Job {
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To[int32](0),
 			Suspend:      ptr.To(p.QueueName != ""),
+			ManagedBy:    managedByOf(p),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{

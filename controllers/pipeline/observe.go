@@ -38,6 +38,9 @@ const (
 	// references is missing. The kubelet retries, so the run goes on by
 	// itself once it exists.
 	ReasonConfigError = "CreateContainerConfigError"
+	// ReasonResultNotMirrored: a Job dispatched to a worker cluster
+	// completed, but the pod holding its result stays there.
+	ReasonResultNotMirrored = "ResultNotMirrored"
 	// ReasonRerunRequested: packline.dev/requestedAt asked for a new attempt.
 	ReasonRerunRequested = "RerunRequested"
 )
@@ -61,6 +64,10 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 	}
 	pod, term := workerTermination(pods)
 	if c := jobCondition(job, batchv1.JobComplete); c != nil {
+		if pod == nil && dispatched(job) {
+			return Observation{State: StateFailed, Reason: ReasonResultNotMirrored, Permanent: true,
+				Message: fmt.Sprintf("Job completed on a worker cluster (spec.managedBy %s), but its pod, whose termination message carries the digest, is not mirrored to this cluster: see the README's MultiKueue section", *job.Spec.ManagedBy)}
+		}
 		return observeSucceeded(pod, term)
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
@@ -73,7 +80,17 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 	if job.Spec.Suspend != nil && *job.Spec.Suspend {
 		return Observation{State: StateQueued, Reason: ReasonQueued, Message: "Job is suspended, waiting for admission by its queue"}
 	}
+	if len(pods) == 0 && dispatched(job) && job.Status.Active > 0 {
+		return Observation{State: StateRunning, Reason: ReasonRunning,
+			Message: fmt.Sprintf("running on a worker cluster (spec.managedBy %s)", *job.Spec.ManagedBy)}
+	}
 	return observeActive(pods)
+}
+
+// dispatched reports a Job that another controller runs elsewhere
+// (MultiKueue): only its mirrored status is seen here, never its pods.
+func dispatched(job *batchv1.Job) bool {
+	return job.Spec.ManagedBy != nil && *job.Spec.ManagedBy != batchv1.JobControllerName
 }
 
 func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Observation {

@@ -68,6 +68,12 @@ func TestObserve(t *testing.T) {
 			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
 		{"deadline exceeded", MakeJob("j", "ns").Failed(batchv1.JobReasonDeadlineExceeded).Obj(), nil,
 			Observation{State: StateFailed, Reason: ReasonDeadlineExceeded}},
+		{"dispatched, running on a worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Active().Obj(), nil,
+			Observation{State: StateRunning, Reason: ReasonRunning}},
+		{"dispatched, completed: the result stays on the worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Complete().Obj(), nil,
+			Observation{State: StateFailed, Reason: ReasonResultNotMirrored, Permanent: true}},
+		{"dispatched, failed", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(), nil,
+			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
 		{"failed, pod gone", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(), nil,
 			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
 		{"newest pod wins", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{

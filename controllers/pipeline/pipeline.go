@@ -55,6 +55,9 @@ type Config struct {
 	// Instance (--instance) is this manager's name among several on one
 	// cluster; see LabelInstance. Empty is the default instance.
 	Instance string
+	// JobManagedBy (--job-managed-by) is set as spec.managedBy on queued
+	// Jobs: kueue.x-k8s.io/multikueue dispatches them to a worker cluster.
+	JobManagedBy string
 }
 
 // DefaultTemplateNamespace is the manager's own namespace ($POD_NAMESPACE),

@@ -357,7 +357,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: attempt, InputsHash: s.work.InputsHash,
 		Image: p.Config.WorkerImage, Command: s.work.Command, SpecJSON: doc,
 		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts,
-		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName,
+		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName, ManagedBy: p.Config.JobManagedBy,
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
 		WorkspaceSize: workspaceSize(workspaceParams(s)),

@@ -26,6 +26,9 @@ func (w *JobWrapper) Obj() *batchv1.Job { return &w.Job }
 // Suspend sets spec.suspend.
 func (w *JobWrapper) Suspend(s bool) *JobWrapper { w.Spec.Suspend = ptr.To(s); return w }
 
+// ManagedBy hands the Job to another controller (spec.managedBy).
+func (w *JobWrapper) ManagedBy(c string) *JobWrapper { w.Spec.ManagedBy = ptr.To(c); return w }
+
 // Active marks one running pod, as the Job controller does.
 func (w *JobWrapper) Active() *JobWrapper {
 	w.Status.Active = 1
