@@ -24,6 +24,8 @@ func TestClaimAdmission(t *testing.T) {
 	ns := tenantNamespace(t)
 	other := tenantNamespace(t)
 	tpl := makeTemplate("code-" + ns).Obj()
+	tpl.Spec.Parameters = []v1alpha1.ParameterBinding{{Value: "image", Kind: v1alpha1.BindingImage,
+		Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}}
 	createTemplate(t, tpl)
 	admins := makeTemplate("admins-" + ns).Groups("platform-admins").Obj()
 	createTemplate(t, admins)
@@ -53,6 +55,9 @@ func TestClaimAdmission(t *testing.T) {
 			deny: []string{`ClaimTemplate ` + tpl.Name + ` renders Deployment.apps needs "create" on deployments.apps in namespace ` + ns, `"create" on services`}},
 		{name: "invalid values", by: "alice", claim: makeClaim("values", ns, tpl.Name).Values(`{"replicas":9}`).Obj(),
 			deny: []string{"spec.values.replicas"}},
+		{name: "image value with a bidirectional character", by: "alice", claim: makeClaim("image", ns, tpl.Name).Values(`{"image":"ghcr.io/acme/app:v1\u202e"}`).Obj(),
+			deny: []string{"spec.values.image", "U+202E"}},
+		{name: "valid image value", by: "alice", claim: makeClaim("image-ok", ns, tpl.Name).Values(`{"image":"ghcr.io/acme/app:v1"}`).Obj()},
 		{name: "exposure not offered", by: "alice", claim: makeClaim("expose", ns, tpl.Name).Exposure(v1alpha1.ExposureLoadBalancer).Obj(),
 			deny: []string{"spec.exposure.type", "LoadBalancer is not offered"}},
 		{name: "secret the user may not read", by: "alice", claim: makeClaim("secret", ns, tpl.Name).PushSecret("team-registry").Obj(),

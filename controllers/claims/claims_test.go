@@ -154,3 +154,50 @@ func TestTargetRepository(t *testing.T) {
 		t.Errorf("missing target error = %v", err)
 	}
 }
+
+func TestImageValues(t *testing.T) {
+	tpl := &v1alpha1.ClaimTemplate{Spec: v1alpha1.ClaimTemplateSpec{Parameters: []v1alpha1.ParameterBinding{
+		{Value: "image", Kind: v1alpha1.BindingImage, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "app"}},
+		{Value: "sidecar", Kind: v1alpha1.BindingImage, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "app"}, Container: "proxy"},
+		{Value: "label", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "app"}, FieldPath: "/metadata/labels/x"},
+	}}}
+	claim := func(values string) *v1alpha1.Claim {
+		return &v1alpha1.Claim{Spec: v1alpha1.ClaimSpec{Values: &apiextensionsv1.JSON{Raw: []byte(values)}}}
+	}
+	cases := []struct {
+		name, values string
+		wantErr      []string
+	}{
+		{"valid images", `{"image":"ghcr.io/acme/app:v1","sidecar":"envoyproxy/envoy:v1.31"}`, nil},
+		{"unbound value is not an image", `{"label":"not an image!"}`, nil},
+		{"bidirectional override", `{"image":"ghcr.io/acme/app:v1\u202e1v"}`, []string{"spec.values.image", "U+202E"}},
+		{"newline and a bad tag", `{"image":"app:v1\nx","sidecar":"envoy:bad tag"}`, []string{"spec.values.image", "spec.values.sidecar"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ImageValues(claim(tc.values), tpl)
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+		})
+	}
+	v := Violations(claim(`{"image":"app:v1\u200b"}`), tpl, nil)
+	found := false
+	for _, x := range v {
+		found = found || (x.Reason == ReasonInvalidValues && strings.Contains(x.Err.Error(), "spec.values.image"))
+	}
+	if !found {
+		t.Errorf("Violations does not report the image value: %+v", v)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/imageref"
 )
 
 // Bindings checks that every bound target exists and applies the Image,
@@ -82,6 +83,9 @@ func bindImage(r *resource.Resource, b v1alpha1.ParameterBinding, v any) error {
 	s, ok := v.(string)
 	if !ok || s == "" {
 		return badValue(b, "an image must be a non-empty string")
+	}
+	if err := imageref.Validate(s); err != nil {
+		return badValue(b, err.Error())
 	}
 	c, err := container(r, b.Container)
 	if err != nil {
