@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -254,5 +255,35 @@ func TestRunFailures(t *testing.T) {
 				t.Errorf("got %s permanent=%v, want %s permanent=%v: %v", fe.Reason, fe.Permanent, tc.reason, tc.perm, err)
 			}
 		})
+	}
+}
+
+// TestCheckRendersWithoutPushing: a template check renders through the same
+// steps, pushes nothing (no target at all), and reports the commit, the
+// kinds and the digest the same render would push as its layer.
+func TestCheckRendersWithoutPushing(t *testing.T) {
+	srv := serveFixture(t)
+	host := inProcessRegistry(t)
+	c := pushClaim(srv.URL, host, "claims/team-a/code", "v1", map[string]any{"replicas": 2}, t)
+	pushed, err := runClaim(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Check, c.Target = true, spec.Target{}
+	res, err := runClaim(t, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Validate(); err != nil {
+		t.Fatalf("check result breaks the contract: %v", err)
+	}
+	if !res.Check || res.Reference != "" || res.SourceRevision != srv.Commits[0] {
+		t.Errorf("check result = %+v", res)
+	}
+	if len(res.Kinds) == 0 || !slices.IsSorted(res.Kinds) || !slices.Contains(res.Kinds, "Deployment.apps") {
+		t.Errorf("kinds = %v", res.Kinds)
+	}
+	if layer := pull(t, pushed).manifest.Layers[0].Digest.String(); layer != res.Digest {
+		t.Errorf("check digest %s, pushed layer %s", res.Digest, layer)
 	}
 }

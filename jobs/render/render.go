@@ -14,11 +14,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/kustomize/api/resmap"
 
+	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/build"
@@ -44,9 +46,15 @@ type Limits struct {
 
 // Manifests renders c from snap and returns one file per object.
 func Manifests(c spec.Claim, snap *source.Snapshot, l Limits) ([]archive.File, error) {
+	_, files, err := manifests(c, snap, l)
+	return files, err
+}
+
+// manifests is Manifests that also returns the rendered objects.
+func manifests(c spec.Claim, snap *source.Snapshot, l Limits) (resmap.ResMap, []archive.File, error) {
 	values, err := decodeValues(c.Values)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ov, err := overlay.Build(overlay.Input{
 		Namespace: c.Namespace,
@@ -57,26 +65,41 @@ func Manifests(c spec.Claim, snap *source.Snapshot, l Limits) ([]archive.File, e
 		RepoDir:   build.RepoFromOverlay,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := build.RunLimited(snap, ov, l.Build)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := postrender.Bindings(m, c.Template.Parameters, values); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := postrender.Profile(m, c.Profile); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkKinds(m, c.Template.Kinds); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	max := l.MaxOutputBytes
 	if max == 0 {
 		max = DefaultMaxOutputBytes
 	}
-	return files(m, max)
+	out, err := files(m, max)
+	return m, out, err
+}
+
+// kindsOf lists the distinct kinds of m as "Kind" or "Kind.group", sorted.
+func kindsOf(m resmap.ResMap) []string {
+	seen := map[string]bool{}
+	for _, r := range m.Resources() {
+		seen[v1alpha1.RenderedKind{Group: r.GetGvk().Group, Kind: r.GetKind()}.String()] = true
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // files names each object "<kind>[.<group>]_<name>.yaml", lower case, so

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/opencontainers/go-digest"
 	"oras.land/oras-go/v2"
 
 	"github.com/packline/packline/jobs/failure"
@@ -32,7 +33,7 @@ type Options struct {
 // Run renders c and pushes it. The result is for the termination message;
 // errors are classified (see package failure) for main to report.
 func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
-	if c.Target.Repository == "" {
+	if c.Target.Repository == "" && !c.Check {
 		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("target repository is empty"))
 	}
 	tag := c.Target.Tag
@@ -50,13 +51,17 @@ func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
 	if err != nil {
 		return result.Result{}, templateAuthError(c.Template, err)
 	}
-	files, err := Manifests(c, snap, o.Limits)
+	m, files, err := manifests(c, snap, o.Limits)
 	if err != nil {
 		return result.Result{}, err
 	}
 	layer, err := archive.Write(files)
 	if err != nil {
 		return result.Result{}, failure.Permanent(failure.ReasonRenderFailed, err)
+	}
+	if c.Check {
+		return result.Result{Check: true, Digest: digest.FromBytes(layer).String(), Size: int64(len(layer)),
+			SourceRevision: rev.Commit, Kinds: kindsOf(m)}, nil
 	}
 	art := publish.Artifact{
 		Layer:    layer,

@@ -36,6 +36,11 @@ type Result struct {
 	Size           int64  `json:"size,omitempty"`
 	SourceRevision string `json:"sourceRevision,omitempty"`
 	Tag            string `json:"tag,omitempty"`
+	// Check marks a template check: Digest is the rendered archive's, and
+	// nothing was pushed, so there is no Reference.
+	Check bool `json:"check,omitempty"`
+	// Kinds a template check rendered, "Kind" or "Kind.group".
+	Kinds []string `json:"kinds,omitempty"`
 
 	Error *Error `json:"error,omitempty"`
 }
@@ -74,6 +79,12 @@ func (r Result) Validate() error {
 	}
 	if !digestRE.MatchString(r.Digest) {
 		return fmt.Errorf("digest %q is not sha256:<64 hex>", r.Digest)
+	}
+	if r.Check {
+		if r.Reference != "" {
+			return errors.New("a check result has a reference, but a check pushes nothing")
+		}
+		return nil
 	}
 	if r.Reference == "" {
 		return errors.New("reference is empty")

@@ -86,6 +86,9 @@ type Claim struct {
 	Exposure  v1alpha1.Exposure                `json:"exposure"`
 	Profile   *v1alpha1.EnvironmentProfileSpec `json:"profile,omitempty"`
 	Target    Target                           `json:"target"`
+	// Check renders and pushes nothing: a ClaimTemplate's check run, which
+	// reports the commit and the kinds the template renders.
+	Check bool `json:"check,omitempty"`
 }
 
 // Encode returns the JSON document for EnvSpec.
