@@ -10,10 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -121,6 +123,14 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotFound,
 			Message:    fmt.Sprintf("spec.templateRef: ClaimTemplate %q does not exist; waiting for it to be created", c.Spec.TemplateRef.Name),
 			InputsHash: pipeline.InputsHash([]byte("no-template"), []byte(c.Spec.TemplateRef.Name))}
+	}
+	if cond := templateNotReady(tpl); cond != nil && cond.Reason != ReasonInvalidTemplate {
+		// The template's check failed: rendering this Claim would fail the
+		// same way. The template watch brings the Claim back once it passes.
+		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotReady,
+			Message: fmt.Sprintf("spec.templateRef: ClaimTemplate %s is not ready (%s: %s); the Claim renders once a platform admin fixes it",
+				tpl.Name, cond.Reason, cond.Message),
+			InputsHash: pipeline.InputsHash([]byte("template-not-ready"), []byte(tpl.Name), []byte(cond.Reason), []byte(cond.Message))}
 	}
 	profile, err := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
 	var broken *claims.ProfileError
@@ -265,7 +275,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
 		Watches(&v1alpha1.ClaimTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
 			return []client.ListOption{client.MatchingFields{templateRefIndex: o.GetName()}}
-		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		})), builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, readyChanged))).
 		Watches(&v1alpha1.EnvironmentProfile{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(client.Object) []client.ListOption {
 			return nil
 		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -276,6 +286,24 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)}).
 		Complete(r)
 }
+
+// readyChanged passes an update whose Ready condition changed status or
+// reason: a template's check passing or failing decides whether its Claims
+// wait (see templateNotReady).
+var readyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	ready := func(o client.Object) string {
+		t, ok := o.(*v1alpha1.ClaimTemplate)
+		if !ok {
+			return ""
+		}
+		c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil {
+			return ""
+		}
+		return string(c.Status) + "/" + c.Reason
+	}
+	return ready(e.ObjectOld) != ready(e.ObjectNew)
+}}
 
 // claimsOf maps a changed dependency to the Claims that the options select.
 func (r *ClaimReconciler) claimsOf(opts func(client.Object) []client.ListOption) handler.MapFunc {

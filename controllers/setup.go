@@ -79,8 +79,15 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if cfg.Instance != "" {
+		return nil
+	}
 	if err := (&EnvironmentProfileReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&ClaimTemplateReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}).SetupWithManager(mgr)
+	tr := &ClaimTemplateReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+	if cfg.TemplateCheck {
+		tr.Checker = &TemplateChecker{Client: mgr.GetClient(), Config: cfg}
+	}
+	return tr.SetupWithManager(mgr)
 }

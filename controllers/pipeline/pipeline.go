@@ -58,6 +58,9 @@ type Config struct {
 	// JobManagedBy (--job-managed-by) is set as spec.managedBy on queued
 	// Jobs: kueue.x-k8s.io/multikueue dispatches them to a worker cluster.
 	JobManagedBy string
+	// TemplateCheck (--template-check) renders every valid ClaimTemplate
+	// once per generation in TemplateNamespace, before Claims rely on it.
+	TemplateCheck bool
 }
 
 // DefaultTemplateNamespace is the manager's own namespace ($POD_NAMESPACE),
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 
 		MaxConcurrentReconciles: 4,
 		TemplateNamespace:       DefaultTemplateNamespace(),
+		TemplateCheck:           true,
 	}
 }
 
