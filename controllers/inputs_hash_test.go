@@ -44,11 +44,11 @@ func TestClaimInputsHashCoversEveryRule(t *testing.T) {
 		return controllers.ClaimInputs{Template: tpl, NamespaceLabels: map[string]string{"tenant": "true"}}
 	}
 	cases := []struct {
-		name       string
-		blockedBy  string // the rule that blocks before; empty: not blocked
-		before     func(*controllers.ClaimInputs)
-		after      func(*controllers.ClaimInputs) // optional: more than good()
-		sameHash   bool
+		name      string
+		blockedBy string // the rule that blocks before; empty: not blocked
+		before    func(*controllers.ClaimInputs)
+		after     func(*controllers.ClaimInputs) // optional: more than good()
+		sameHash  bool
 	}{
 		{name: "namespace labelled to match the access selector", blockedBy: claims.ReasonAccessDenied,
 			before: func(in *controllers.ClaimInputs) { in.NamespaceLabels = map[string]string{"other": "x"} }},
@@ -72,7 +72,9 @@ func TestClaimInputsHashCoversEveryRule(t *testing.T) {
 			in.NamespaceLabels["tier"] = "gpu"
 		}},
 		{name: "an unrelated namespace label", sameHash: true,
-			before: func(in *controllers.ClaimInputs) { in.NamespaceLabels = map[string]string{"tenant": "true", "cost-center": "42"} }},
+			before: func(in *controllers.ClaimInputs) {
+				in.NamespaceLabels = map[string]string{"tenant": "true", "cost-center": "42"}
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
