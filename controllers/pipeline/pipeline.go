@@ -103,6 +103,12 @@ type Object interface {
 	GetPipelineStatus() *v1alpha1.PipelineStatus
 }
 
+// ExtraStatus is an Object whose status holds more than PipelineStatus
+// (a Claim's delivery): finish patches it when that part changed too.
+type ExtraStatus interface {
+	GetExtraStatus() any
+}
+
 // Work is what a kind's reconciler asks the pipeline to run.
 type Work struct {
 	// Command is the worker subcommand.
@@ -125,6 +131,10 @@ type Work struct {
 	// name what the user must fix (for example the Secret behind a 401),
 	// which the worker cannot know.
 	Hints map[string]string
+	// After is the kind's own last step (a Claim's delivery), run after the
+	// run's steps when nothing blocked the run. It may change the object's
+	// status; finish patches it with the rest (see ExtraStatus).
+	After func(ctx context.Context) (ctrl.Result, error)
 	// Namespace runs the Job and holds the workspace; empty means the
 	// owner's. Elsewhere, children carry no owner reference (it cannot
 	// cross namespaces) but the owner-namespace label, and RemoteFinalizer
@@ -238,6 +248,14 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 	if s.blocked == nil {
 		if err := p.releaseWorkspace(ctx, s); err != nil {
 			return ctrl.Result{}, err
+		}
+		if s.work.After != nil {
+			r, err := s.work.After(ctx)
+			if err != nil {
+				reportStepError(s, err)
+				return ctrl.Result{}, err
+			}
+			res = lowestRequeue(res, r)
 		}
 	}
 	return res, nil
