@@ -18,7 +18,9 @@ func MarkProgress(st *v1alpha1.PipelineStatus, reason, message string) {
 }
 
 // MarkStalled sets Ready=False and Stalled=True.
-func MarkStalled(st *v1alpha1.PipelineStatus, reason, message string) { setStalled(st, reason, message) }
+func MarkStalled(st *v1alpha1.PipelineStatus, reason, message string) {
+	setStalled(st, reason, message)
+}
 
 // MarkCondition sets one condition, redacted and bounded like the others.
 func MarkCondition(st *v1alpha1.PipelineStatus, t string, s metav1.ConditionStatus, reason, message string) {
