@@ -11,7 +11,9 @@ import (
 
 // Validate checks k against the files under root: a manifest version, at
 // least one layer, and every path relative, inside root, present, a regular
-// file or folder (no symlinks), and neither repeated nor nested in another.
+// file or folder (no symlinks), and not repeated. A path may lie inside
+// another entry's folder, as kit allows: the packer leaves it out of the
+// outer layer, so no file is packed twice.
 //
 // "Inside root" is checked on the resolved path, not only the text: a path
 // whose parent folder is a symbolic link ("link/token" with link pointing
@@ -40,8 +42,8 @@ func Validate(k *Kitfile, root string) error {
 			return fmt.Errorf("kitfile: %s path %q: %w", e.Kind, e.Path, err)
 		}
 		for _, s := range seen {
-			if s == p || s == "." || p == "." || isUnder(p, s) || isUnder(s, p) {
-				return fmt.Errorf("kitfile: %s path %q overlaps %q", e.Kind, e.Path, s)
+			if s == p {
+				return fmt.Errorf("kitfile: %s path %q is already packed by another entry", e.Kind, e.Path)
 			}
 		}
 		seen = append(seen, p)

@@ -77,34 +77,6 @@ func layer(t *testing.T, root, rel string, others []string, c v1alpha1.Compressi
 	return buf.Bytes(), diff
 }
 
-// goldenDigests are the layer digests of test/fixtures' golden folder, in
-// Kitfile order (model, part, code, dataset, docs). none and gzip are the
-// digests `kit pack` (and `kit pack --compression gzip`) printed for the same
-// folder, built from the KitOps source at commit a041892; zstd is ours alone.
-var goldenDigests = map[v1alpha1.Compression][]string{
-	v1alpha1.CompressionNone: {
-		"sha256:6bc4c1cc6e487490bbdb50c7b7a7f4bd60af4367bde8d54bfad6fffbb69ed612",
-		"sha256:5ca35a35668e0268fa390c237bd94eb03a908799d68a25d709da8411083eb466",
-		"sha256:2d919254294e9e628dd0f851c21cecd6a1e9d7a768b84c2d4dca1103026dae51",
-		"sha256:4b61a3cd9d12b7f52e548370165ed188afd8e1e597672124ea1aea108112730d",
-		"sha256:695c4115b24c7496ac190fe766c1e4964e0922b0a3f2845a82ca598a7d994edf",
-	},
-	v1alpha1.CompressionGzip: {
-		"sha256:0971697e6d6475155367cac39d0015054933c5560f1c9f4cb501ad2364728314",
-		"sha256:706ecf495e984bd7bf16fe60ecc53203d07db3b9ab2dd178a421032ef93a9411",
-		"sha256:f158b648201ee5d9ec5c96d7a737234a720be289cf2da5fc0f7af0992bf4ba89",
-		"sha256:9bec9b5c398e742aae72af06b07411b4fc65cc0b404775083325c231f50f0bae",
-		"sha256:e49a85a7c6cfeb63ec2ade949e698d9da12330abd4205fd6c22d9d5c04f07499",
-	},
-	v1alpha1.CompressionZstd: {
-		"sha256:b8c59cba277660b8cc6db4af1e044df7be8cad4d5f49bbf2591aa6c15a3b7d7b",
-		"sha256:33cf8dab5958ad1c2e216fa787525135ce76f4c2e295e1bbd7f6a08363704541",
-		"sha256:3db1671bf7d78c999b57b6ceca6d621836da90b1c11f627d148115fae2a85e6e",
-		"sha256:a82e709eb607ffee73e0246e64e38de39d751064f1f48b56662863130253d9a0",
-		"sha256:469329e58bac6d577f7ce414f570a745eefbb9169ac03d31d0799a18a08f2001",
-	},
-}
-
 // TestGolden packs the golden folder and compares every layer digest with
 // the pinned ones, and every compressed layer's diffID with the plain
 // layer's digest.
@@ -122,11 +94,11 @@ func TestGolden(t *testing.T) {
 		for i, e := range kf.Entries() {
 			b, diff := layer(t, root, e.Path, kf.Paths(), c)
 			got = append(got, digest.FromBytes(b).String())
-			if c != v1alpha1.CompressionNone && diff.String() != goldenDigests[v1alpha1.CompressionNone][i] {
+			if c != v1alpha1.CompressionNone && diff.String() != fixtures.GoldenDigests[v1alpha1.CompressionNone][i] {
 				t.Errorf("%s %s: diffID %s is not the plain layer's digest", c, e.Path, diff)
 			}
 		}
-		if d := cmp.Diff(goldenDigests[c], got); d != "" {
+		if d := cmp.Diff(fixtures.GoldenDigests[c], got); d != "" {
 			t.Errorf("%s layer digests (-want +got):\n%s", c, d)
 		}
 	}
@@ -143,7 +115,9 @@ func TestHeaders(t *testing.T) {
 	long := strings.Repeat("x", 60)
 	name := strings.Repeat("n", 120) + ".csv"
 	b, _ := layer(t, root, "data", nil, v1alpha1.CompressionNone)
-	dir := func(n string) entry { return entry{Name: n, Mode: 0o755, Type: tar.TypeDir, Uid: 1000, Format: tar.FormatUSTAR} }
+	dir := func(n string) entry {
+		return entry{Name: n, Mode: 0o755, Type: tar.TypeDir, Uid: 1000, Format: tar.FormatUSTAR}
+	}
 	file := func(n, body string, mode int64, f tar.Format) entry {
 		return entry{Name: n, Body: body, Mode: mode, Type: tar.TypeReg, Uid: 1000, Format: f}
 	}

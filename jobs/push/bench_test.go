@@ -158,7 +158,7 @@ func twoPass(ctx context.Context, b *testing.B, host, name, root string) error {
 	kf := generated(b, root)
 	var layers []ocispec.Descriptor
 	for _, e := range kf.Entries() {
-		items, err := pack.Walk(root, e.Path)
+		items, err := pack.Walk(root, e.Path, kf.Paths())
 		if err != nil {
 			return err
 		}
@@ -168,11 +168,11 @@ func twoPass(ctx context.Context, b *testing.B, host, name, root string) error {
 		}
 		h := digest.Canonical.Digester()
 		cw := &counter{}
-		if _, err := pack.Write(io.MultiWriter(tmp, h.Hash(), cw), items, false); err != nil {
+		if _, err := pack.Write(io.MultiWriter(tmp, h.Hash(), cw), items, v1alpha1.CompressionNone); err != nil {
 			return err
 		}
 		tmp.Close()
-		desc := ocispec.Descriptor{MediaType: format.LayerMediaType(v1alpha1.FormatModelKit, e.Kind, false), Digest: h.Digest(), Size: cw.n}
+		desc := ocispec.Descriptor{MediaType: format.LayerMediaType(v1alpha1.FormatModelKit, e.Kind, v1alpha1.CompressionNone), Digest: h.Digest(), Size: cw.n}
 		// Move, not copy, into the layout: kit renames its temp file too.
 		blob := filepath.Join(dir, "blobs", "sha256", desc.Digest.Encoded())
 		os.MkdirAll(filepath.Dir(blob), 0o755)
