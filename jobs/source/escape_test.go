@@ -75,11 +75,11 @@ func TestGitSymlinkEscapes(t *testing.T) {
 		})
 	}
 	// What is generated from the clone never names a link either.
-	files, err := kitfile.List(whole.Root)
+	dir, err := kitfile.Scan(whole.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kitfile.Validate(kitfile.Generate(files), whole.Root); err != nil {
+	if err := kitfile.Validate(kitfile.Generate(dir), whole.Root); err != nil {
 		t.Errorf("generated Kitfile: %v", err)
 	}
 }
