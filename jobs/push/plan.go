@@ -82,6 +82,7 @@ func planLayers(root string, kf *kitfile.Kitfile, o Options) ([]layerPlan, error
 }
 
 func packLayer(k format.Kind, p string, items []pack.Item, untested bool, c v1alpha1.Compression) layerPlan {
+	p = path.Clean(p)
 	a := map[string]string{format.AnnotationFilepath: p}
 	if meta, ok := fileMetadata(items, p); ok {
 		a[format.AnnotationFileMetadata] = meta
@@ -96,7 +97,7 @@ func packLayer(k format.Kind, p string, items []pack.Item, untested bool, c v1al
 }
 
 // fileMetadata is the JSON FileMetadata of the layer's own entry (the file,
-// or the folder for a folder layer): the mode, owner, type and size its tar
+// or the folder for a folder layer; a "." layer has no entry, so none): the mode, owner, type and size its tar
 // header carries, and the file's modification time, which the sources set
 // from what they fetched (a commit's time, an archive entry's) so that it
 // is the same on every run.
