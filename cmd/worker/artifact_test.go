@@ -186,3 +186,70 @@ func TestArtifactCompressionModesProvenance(t *testing.T) {
 		t.Errorf("tar modes (-want +got):\n%s", d)
 	}
 }
+
+// A volume is packed in place: an executable and a 0600 file keep their
+// modes, here read back from the ModelPack layers' file metadata, and the
+// newest file's time is the manifest's created.
+func TestVolumeModesAsModelPack(t *testing.T) {
+	host := regtest.Start(t)
+	vol := t.TempDir()
+	when := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	for name, mode := range map[string]os.FileMode{"m/w.safetensors": 0o644, "m/tokenizer.json": 0o600, "m/src/run.sh": 0o755} {
+		p := filepath.Join(vol, filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, []byte("x"), mode)
+		os.Chmod(p, mode)
+		os.Chtimes(p, when, when)
+	}
+	t.Setenv(EnvSourceVolumeDir, vol)
+	target := host + "/e2e/volume"
+	code, res := runWorker(t, spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
+		Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
+	if code != 0 || res.Failed() {
+		t.Fatalf("exit %d, result %+v", code, res.Error)
+	}
+	repo, _ := registry.Repository(target, registry.Options{PlainHTTP: true})
+	mdesc, err := repo.Resolve(t.Context(), "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, err := content.FetchAll(t.Context(), repo, mdesc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Annotations[ocispec.AnnotationCreated] != "2021-03-04T05:06:07Z" {
+		t.Errorf("created = %q", m.Annotations[ocispec.AnnotationCreated])
+	}
+	modes := map[string]uint32{}
+	for _, l := range m.Layers {
+		var meta struct {
+			Mode uint32 `json:"mode"`
+		}
+		if err := json.Unmarshal([]byte(l.Annotations["org.cncf.model.file.metadata+json"]), &meta); err != nil {
+			t.Fatalf("layer %s: %v", l.Digest, err)
+		}
+		modes[l.Annotations["org.cncf.model.filepath"]] = meta.Mode
+		// The code folder's own tar: the script inside keeps its mode.
+		if l.Annotations["org.cncf.model.filepath"] == "src" {
+			rc, err := repo.Fetch(t.Context(), l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr := tar.NewReader(rc)
+			for h, err := tr.Next(); err == nil; h, err = tr.Next() {
+				modes["tar:"+h.Name] = uint32(h.Mode)
+			}
+			rc.Close()
+		}
+	}
+	// The generated Kitfile: the weight and tokenizer are the model, src
+	// is code (kit init's rules).
+	want := map[string]uint32{"w.safetensors": 0o644, "tokenizer.json": 0o600, "src": 0o755, "tar:src": 0o755, "tar:src/run.sh": 0o755}
+	if d := cmp.Diff(want, modes); d != "" {
+		t.Errorf("modes (-want +got):\n%s", d)
+	}
+}
