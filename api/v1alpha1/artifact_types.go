@@ -171,6 +171,7 @@ type ArtifactSpec struct {
 	Format PackFormat `json:"format,omitempty"`
 
 	// compression of the layers: none (the default, as kit), gzip or zstd.
+	// zstd suits ModelPack; the kit CLI we checked unpacks none and gzip only.
 	// +optional
 	// +kubebuilder:default=none
 	Compression Compression `json:"compression,omitempty"`
