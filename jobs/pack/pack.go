@@ -9,8 +9,10 @@
 //     folders, then the entry and everything under it. The root itself has
 //     no entry. Folders are entries of their own, empty ones included, named
 //     without a trailing slash.
-//   - Only regular files and folders are written; kit skips the rest, we
-//     refuse them (Walk), since a skipped file would be a file lost.
+//   - Only regular files and folders are written. Inside an entry's folder,
+//     symbolic links and special files are skipped, as kit skips them: a
+//     link is never followed, so it can lead nowhere. An entry whose own
+//     path is a link is refused (kitfile.Validate, and Walk here).
 //   - Each header is the file's own (tar.FileInfoHeader: mode, size, type),
 //     then sanitised: times zeroed, Uid 1000, Gid 0, no user or group name,
 //     forward slashes. So the mode on disk is kept: 0755 stays executable,
@@ -101,6 +103,9 @@ func Walk(root, rel string, others []string) ([]Item, error) {
 				return filepath.SkipDir
 			}
 			return nil
+		}
+		if p != start && !d.IsDir() && !d.Type().IsRegular() {
+			return nil // a link or special file: skipped, never followed
 		}
 		fi, err := d.Info()
 		if err != nil {
