@@ -23,9 +23,10 @@ import (
 
 // KitOps ModelKit.
 const (
-	// KitArtifactType is the manifest artifactType we set on ModelKits. The
-	// kit CLI of the commit above writes no artifactType and ignores it; it is
-	// there for registries and OCI 1.1 clients that filter by it.
+	// KitArtifactType is the manifest artifactType we set on ModelKits, for
+	// registries and OCI 1.1 clients that filter by it. The kit CLI of the
+	// commit above writes none; its info, inspect and unpack read our
+	// ModelKits with it (checked by hand, see the README).
 	KitArtifactType = "application/vnd.kitops.modelkit.manifest.v1+json"
 	// KitConfig is the config blob: the Kitfile as JSON, with each layer's
 	// digest and diffId filled in.
@@ -107,8 +108,8 @@ func ConfigMediaType(f v1alpha1.PackFormat) string {
 
 // LayerMediaType returns the media type of a tar layer of kind k. Both
 // formats name compression the same way: ".tar", ".tar+gzip", ".tar+zstd".
-// kit's parser reads any "+<word>" suffix; the kit CLI of the commit above
-// writes none and gzip only.
+// kit's media type pattern (mediaTypeRegexp) accepts any "+<word>" suffix;
+// the kit CLI of the commit above writes none and gzip only.
 func LayerMediaType(f v1alpha1.PackFormat, k Kind, c v1alpha1.Compression) string {
 	suffix := "tar"
 	if c != "" && c != v1alpha1.CompressionNone {

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -61,5 +62,17 @@ func TestCheckCompression(t *testing.T) {
 	}
 	if err := CheckCompression("gzip-fastest"); err == nil {
 		t.Error("gzip-fastest accepted")
+	}
+}
+
+// The JSON keys are model-spec's (specs-go/v1 FileMetadata), written out.
+func TestFileMetadataJSON(t *testing.T) {
+	b, err := json.Marshal(FileMetadata{Name: "run.sh", Mode: 0o755, Uid: 1000, Size: 18, ModTime: "2024-01-02T03:04:05Z", Typeflag: '0'})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"name":"run.sh","mode":493,"uid":1000,"gid":0,"size":18,"mtime":"2024-01-02T03:04:05Z","typeflag":48}`
+	if string(b) != want {
+		t.Errorf("got  %s\nwant %s", b, want)
 	}
 }
