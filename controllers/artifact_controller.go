@@ -74,7 +74,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 	return pipeline.Work{
 		Command: "artifact",
 		Spec: spec.Artifact{
-			Source: src, Format: a.Spec.Format, Kitfile: a.Spec.Kitfile, Target: target,
+			Source: src, Format: a.Spec.Format, Compression: a.Spec.Compression, Kitfile: a.Spec.Kitfile, Target: target,
 		},
 		Mounts:     m,
 		InputsHash: pipeline.InputsHash(specJSON),

@@ -16,6 +16,22 @@ const (
 	FormatModelPack PackFormat = "ModelPack"
 )
 
+// Compression is how an Artifact's tar layers are compressed. The values are
+// those of `kit pack --compression`; each has its own layer media type
+// (".tar", ".tar+gzip", ".tar+zstd") in both formats.
+// +kubebuilder:validation:Enum=none;gzip;zstd
+type Compression string
+
+const (
+	// CompressionNone stores plain tar layers, kit's default: weights barely
+	// compress, and registries and runtimes can read them without inflating.
+	CompressionNone Compression = "none"
+	// CompressionGzip is gzip at its default level, as `kit pack --compression gzip`.
+	CompressionGzip Compression = "gzip"
+	// CompressionZstd is zstd at its default level.
+	CompressionZstd Compression = "zstd"
+)
+
 // HuggingFaceSource imports a Hugging Face model repository.
 type HuggingFaceSource struct {
 	// repo is "<owner>/<name>", for example "Qwen/Qwen2.5-0.5B".
@@ -153,6 +169,12 @@ type ArtifactSpec struct {
 	// +optional
 	// +kubebuilder:default=ModelKit
 	Format PackFormat `json:"format,omitempty"`
+
+	// compression of the layers: none (the default, as kit), gzip or zstd.
+	// zstd suits ModelPack; the kit CLI we checked unpacks none and gzip only.
+	// +optional
+	// +kubebuilder:default=none
+	Compression Compression `json:"compression,omitempty"`
 
 	// kitfile is an optional Kitfile (YAML). It is merged with the one
 	// generated from the imported files: fields given here win.

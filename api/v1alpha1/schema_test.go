@@ -70,6 +70,8 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"artifact retryLimit too high", artifact("rl", hf+target+"  retryLimit: 100\n"), "spec.retryLimit"},
 		{"artifact timeout too short", artifact("to", hf+target+"  timeout: 10s\n"), "spec.timeout"},
 		{"artifact bad format", artifact("fmt", hf+target+"  format: Docker\n"), "spec.format"},
+		{"artifact zstd", artifact("zstd", hf+target+"  compression: zstd\n"), ""},
+		{"artifact bad compression", artifact("lz4", hf+target+"  compression: lz4\n"), "spec.compression"},
 		{"artifact bad sha256", artifact("sha", "  source: {http: {url: 'https://x/y', sha256: abc}}\n"+target), "spec.source.http.sha256"},
 		{"artifact git path traversal", artifact("trav", "  source: {git: {url: 'https://g/r', path: '../etc'}}\n"+target), "spec.source.git.path"},
 		{"artifact hf bad repo", artifact("hfbad", "  source: {huggingFace: {repo: 'no-slash'}}\n"+target), "spec.source.huggingFace.repo"},

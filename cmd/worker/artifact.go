@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/format"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/push"
@@ -45,6 +47,9 @@ func artifact(ctx context.Context) (result.Result, error) {
 	if err := spec.Load(&a); err != nil {
 		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
 	}
+	if err := format.CheckCompression(a.Compression); err != nil {
+		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.%w", err))
+	}
 	if a.Target.Repository == "" {
 		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty"))
 	}
@@ -78,15 +83,18 @@ func artifact(ctx context.Context) (result.Result, error) {
 	if err != nil {
 		return result.Result{}, err
 	}
-	kf, err := buildKitfile(fetched, a.Kitfile)
+	kf, stated, err := buildKitfile(fetched, a.Kitfile)
 	if err != nil {
 		return result.Result{}, err
 	}
 	desc, st, err := push.Push(ctx, repo, fetched.Root, kf, push.Options{
 		Format:      a.Format,
+		Compression: a.Compression,
 		CacheDir:    filepath.Join(ws, kitfile.StateDir, "cache"),
 		Tag:         a.Target.Tag,
 		Annotations: a.Annotations,
+		Provenance:  push.Provenance{Source: fetched.URL, Revision: fetched.Revision, Created: fetched.Time},
+		Stated:      stated,
 		Log:         os.Stderr,
 	})
 	if err != nil {
@@ -97,25 +105,29 @@ func artifact(ctx context.Context) (result.Result, error) {
 }
 
 // buildKitfile generates a Kitfile from the fetched files and merges the
-// user's over it.
-func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, error) {
-	files, err := kitfile.List(f.Root)
+// user's over it. stated reports the paths the user's Kitfile names.
+func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string) bool, error) {
+	dir, err := kitfile.Scan(f.Root)
 	if err != nil {
-		return nil, failure.Permanent(failure.ReasonPackFailed, err)
+		return nil, nil, failure.Permanent(failure.ReasonPackFailed, err)
 	}
-	kf := kitfile.Generate(files)
+	kf := kitfile.Generate(dir)
 	kf.Package.Name = f.Name
+	stated := map[string]bool{}
 	if user != "" {
 		u, err := kitfile.Parse([]byte(user))
 		if err != nil {
-			return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+			return nil, nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.kitfile: %w", err))
 		}
 		kf = kitfile.Merge(kf, u)
+		for _, p := range u.Paths() {
+			stated[p] = true
+		}
 	}
 	if err := kitfile.Validate(kf, f.Root); err != nil {
-		return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+		return nil, nil, failure.Permanent(failure.ReasonInvalidSpec, err)
 	}
-	return kf, nil
+	return kf, func(p string) bool { return stated[path.Clean(p)] }, nil
 }
 
 // success is the result for a manifest; size is the manifest's, the object

@@ -2,27 +2,41 @@ package kitfile
 
 import (
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
-// Suffix lists follow `kit init` (pkg/lib/kitfile/generate), plus ".bin"
-// weights and a few dataset and code types it leaves to "unknown".
+// The suffix lists and rules below are those of `kit init`
+// (KitOps pkg/lib/kitfile/generate/generate.go), so that a Kitfile we
+// generate groups files as kit's would.
 var (
 	weightSuffixes = []string{
-		".safetensors", ".gguf", ".ggml", ".ggmf", ".llamafile", ".onnx", ".bin",
-		".pt", ".pth", ".pt2", ".ptl", ".mar", ".pkl", ".joblib",
-		".pb", ".ckpt", ".tflite", ".tfrecords", ".npy", ".npz",
+		".safetensors", ".pkl", ".joblib",
+		".bin", ".pth", ".pt", ".mar", ".pt2", ".ptl",
+		".pb", ".ckpt", ".tflite", ".tfrecords",
+		".npy", ".npz",
 		".keras", ".h5", ".caffemodel", ".pmml", ".coreml",
+		".gguf", ".ggml", ".ggmf", ".llamafile", ".onnx",
 	}
-	// Metadata travels with the model (as parts) when there is one, and is
-	// a dataset otherwise, as kit does.
-	metadataSuffixes = []string{".json", ".yaml", ".yml", ".xml", ".txt", ".model", ".tiktoken", ".vocab"}
-	docsSuffixes     = []string{".md", ".adoc", ".html", ".pdf", ".rst"}
-	datasetSuffixes  = []string{".csv", ".tsv", ".parquet", ".jsonl", ".arrow", ".tar", ".zip"}
+	docsSuffixes     = []string{".md", ".adoc", ".html", ".pdf"}
+	metadataSuffixes = []string{".json", ".yaml", ".xml", ".txt"}
+	datasetSuffixes  = []string{".tar", ".zip", ".parquet", ".csv"}
 )
+
+// Folders kit init takes by name, whatever they hold.
+var (
+	docsFolders = []string{"docs"}
+	codeFolders = []string{"src", "pkg", "lib", "build"}
+)
+
+// IsWeight reports a file name kit init takes for model weights.
+func IsWeight(name string) bool { return hasSuffix(name, weightSuffixes) }
+
+// IsMetadata reports a file name kit init takes for model metadata (config,
+// tokenizer): a model part when there is a model, a dataset otherwise.
+func IsMetadata(name string) bool { return hasSuffix(name, metadataSuffixes) }
 
 // File is one regular file found under the root.
 type File struct {
@@ -30,11 +44,24 @@ type File struct {
 	Size int64
 }
 
-// Ignored reports names the generator and packer never pick up: Kitfiles
-// (they travel as the config), VCS metadata, and the worker's own state.
+// Dir is a folder under the root, as kit init lists it.
+type Dir struct {
+	Path  string // slash-separated, relative to the root; "." for the root
+	Files []File
+	Dirs  []Dir
+}
+
+// Ignored reports names the generator and packer never pick up, at any
+// depth: VCS metadata and the worker's own state.
 func Ignored(name string) bool {
+	return name == ".git" || name == StateDir
+}
+
+// IgnoredAtRoot reports names kit leaves out at the root of the context:
+// the Kitfile (it travels as the config) and .kitignore.
+func IgnoredAtRoot(name string) bool {
 	switch name {
-	case "Kitfile", "kitfile", ".kitfile", ".git", StateDir:
+	case "Kitfile", "kitfile", ".kitfile", ".kitignore":
 		return true
 	}
 	return false
@@ -43,9 +70,43 @@ func Ignored(name string) bool {
 // StateDir is the folder in the workspace where the worker keeps its caches.
 const StateDir = ".packline"
 
-// List walks root and returns its regular files in lexical order. Symlinks
-// and other non-regular files are skipped; Validate refuses them if a
-// Kitfile names them.
+// Scan lists root as kit init does: regular files and folders, in lexical
+// order; symlinks and other files are skipped (Validate refuses them if a
+// Kitfile names them).
+func Scan(root string) (*Dir, error) {
+	return scan(root, ".")
+}
+
+func scan(root, rel string) (*Dir, error) {
+	d := &Dir{Path: rel}
+	entries, err := os.ReadDir(filepath.Join(root, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if Ignored(e.Name()) || rel == "." && IgnoredAtRoot(e.Name()) {
+			continue
+		}
+		p := path.Join(rel, e.Name())
+		switch {
+		case e.IsDir():
+			sub, err := scan(root, p)
+			if err != nil {
+				return nil, err
+			}
+			d.Dirs = append(d.Dirs, *sub)
+		case e.Type().IsRegular():
+			info, err := e.Info()
+			if err != nil {
+				return nil, err
+			}
+			d.Files = append(d.Files, File{Path: p, Size: info.Size()})
+		}
+	}
+	return d, nil
+}
+
+// List returns every regular file under root, in lexical order.
 func List(root string) ([]File, error) {
 	var files []File
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -55,7 +116,9 @@ func List(root string) ([]File, error) {
 		if p == root {
 			return nil
 		}
-		if Ignored(d.Name()) {
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if Ignored(d.Name()) || !strings.Contains(rel, "/") && IgnoredAtRoot(d.Name()) {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}
@@ -68,77 +131,206 @@ func List(root string) ([]File, error) {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
-		files = append(files, File{Path: filepath.ToSlash(rel), Size: info.Size()})
+		files = append(files, File{Path: rel, Size: info.Size()})
 		return nil
 	})
 	return files, err
 }
 
-// Generate builds a Kitfile with one layer per file, classified as `kit
-// init` does: weights are the model (the largest one if it stands out, else
-// the first) and its parts; config and tokenizer files are parts too; README
-// and LICENSE files, like *.md, are docs; tables are datasets; the rest is code.
-func Generate(files []File) *Kitfile {
+type fileType int
+
+// The order matters: kit init decides a folder's type by going through
+// these in order.
+const (
+	typeModel fileType = iota
+	typeDataset
+	typeCode
+	typeDocs
+	typeMetadata
+	typeUnknown
+)
+
+func typeOf(name string) fileType {
+	switch {
+	case hasSuffix(name, weightSuffixes):
+		return typeModel
+	case hasSuffix(name, metadataSuffixes):
+		return typeMetadata
+	case hasSuffix(name, docsSuffixes):
+		return typeDocs
+	case hasSuffix(name, datasetSuffixes):
+		return typeDataset
+	}
+	return typeUnknown
+}
+
+// Generate builds a Kitfile from a scanned root the way `kit init` does:
+//
+//   - at the root, README* and LICENSE* are docs, weights go to the model,
+//     docs, datasets each get an entry, and config-like files (json, yaml,
+//     xml, txt) are model parts if there is a model, datasets otherwise;
+//   - a folder named docs is docs, src/pkg/lib/build are code; any other
+//     folder is one entry of the one kind it holds (datasets, docs), or, for
+//     weights, its files join the model; a folder of mixed or unknown
+//     content is code (its weights still join the model);
+//   - any other file at the root, or more than five code folders, make one
+//     catch-all code entry "." in place of the code folders: the packer
+//     leaves the other entries' paths out of it;
+//   - of several weights the largest is the model if it is over 1.5× their
+//     average size (a base model and adapters), else the first (shards);
+//     the rest are parts.
+//
+// kit init also guesses the license from LICENSE with a classifier; we do not.
+func Generate(root *Dir) *Kitfile {
 	k := &Kitfile{ManifestVersion: ManifestVersion}
+	catchAll := false
+	var unprocessed []string
 	var weights, metadata []File
-	for _, f := range files {
+	for _, f := range root.Files {
 		base := strings.ToLower(path.Base(f.Path))
 		switch {
 		case strings.HasPrefix(base, "readme"):
 			k.Docs = append(k.Docs, Docs{Path: f.Path, Description: "Readme file"})
+			continue
 		case strings.HasPrefix(base, "license"):
 			k.Docs = append(k.Docs, Docs{Path: f.Path, Description: "License file"})
-		case hasSuffix(base, weightSuffixes):
+			continue
+		}
+		switch typeOf(f.Path) {
+		case typeModel:
 			weights = append(weights, f)
-		case hasSuffix(base, metadataSuffixes):
+		case typeMetadata:
 			metadata = append(metadata, f)
-		case hasSuffix(base, docsSuffixes):
+		case typeDocs:
 			k.Docs = append(k.Docs, Docs{Path: f.Path})
-		case hasSuffix(base, datasetSuffixes):
+		case typeDataset:
 			k.DataSets = append(k.DataSets, DataSet{Path: f.Path})
 		default:
-			k.Code = append(k.Code, Code{Path: f.Path})
+			catchAll = true
 		}
 	}
-	if len(weights) == 0 {
+	for _, d := range root.Dirs {
+		ws, ok := addDir(k, d)
+		if !ok {
+			unprocessed = append(unprocessed, d.Path)
+		}
+		weights = append(weights, ws...)
+	}
+	if len(weights) > 0 {
+		k.Model = model(weights)
+		for _, f := range metadata {
+			k.Model.Parts = append(k.Model.Parts, ModelPart{Path: f.Path})
+		}
+	} else {
 		for _, f := range metadata {
 			k.DataSets = append(k.DataSets, DataSet{Path: f.Path})
 		}
-		return k
 	}
-	main := mainWeight(weights)
-	k.Model = &Model{Path: main.Path, Name: strings.TrimSuffix(path.Base(main.Path), path.Ext(main.Path))}
-	for _, f := range append(weights, metadata...) {
-		if f.Path != main.Path {
-			k.Model.Parts = append(k.Model.Parts, ModelPart{Path: f.Path})
+	if catchAll || len(unprocessed) > 5 {
+		k.Code = []Code{{Path: "."}}
+	} else {
+		for _, p := range unprocessed {
+			k.Code = append(k.Code, Code{Path: p})
 		}
 	}
-	sort.SliceStable(k.Model.Parts, func(i, j int) bool { return k.Model.Parts[i].Path < k.Model.Parts[j].Path })
 	return k
 }
 
-// mainWeight is kit's rule: the largest file if it is over 1.5× the
-// average (a base model with adapters), else the first (a sharded model).
-func mainWeight(ws []File) File {
-	var total int64
-	largest := ws[0]
-	for _, w := range ws {
-		total += w.Size
-		if w.Size > largest.Size {
-			largest = w
+// addDir adds folder d to k if its kind is clear, and returns the weights
+// (with their metadata, for a model folder) that join the model. ok is
+// false when the folder is to be code.
+func addDir(k *Kitfile, d Dir) (weights []File, ok bool) {
+	name := path.Base(d.Path)
+	switch {
+	case contains(docsFolders, name):
+		k.Docs = append(k.Docs, Docs{Path: d.Path})
+		return nil, true
+	case contains(codeFolders, name):
+		k.Code = append(k.Code, Code{Path: d.Path})
+		return nil, true
+	}
+	var seen [typeUnknown + 1]bool
+	seen[typeUnknown] = len(d.Dirs) > 0 // kit does not look deeper
+	var metadata []File
+	for _, f := range d.Files {
+		t := typeOf(path.Base(f.Path))
+		seen[t] = true
+		switch t {
+		case typeModel:
+			weights = append(weights, f)
+		case typeMetadata:
+			metadata = append(metadata, f)
 		}
 	}
-	avg := total / int64(len(ws))
-	if largest.Size > avg+avg/2 {
-		return largest
+	overall, mixed := typeUnknown, false
+	for t, ok := range seen {
+		if ok && fileType(t) != typeMetadata {
+			if overall != typeUnknown {
+				mixed = true
+			}
+			overall = fileType(t)
+		}
 	}
-	return ws[0]
+	if mixed {
+		return weights, false
+	}
+	switch overall {
+	case typeModel:
+		return append(weights, metadata...), true
+	case typeDataset:
+		k.DataSets = append(k.DataSets, DataSet{Path: d.Path})
+		return weights, true
+	case typeDocs:
+		k.Docs = append(k.Docs, Docs{Path: d.Path})
+		return weights, true
+	}
+	return weights, false
+}
+
+// model is kit init's choice of the main model among files.
+func model(files []File) *Model {
+	named := func(f File) *Model {
+		return &Model{Path: f.Path, Name: strings.TrimSuffix(f.Path, path.Ext(f.Path))}
+	}
+	if len(files) == 1 {
+		return named(files[0])
+	}
+	var total int64
+	largest := File{Size: 0}
+	for _, f := range files {
+		if f.Size > largest.Size {
+			largest = f
+		}
+		total += f.Size
+	}
+	avg := total / int64(len(files))
+	var m *Model
+	if largest.Size > avg+avg/2 {
+		m = named(largest)
+	} else {
+		largest = files[0]
+		m = &Model{Path: largest.Path}
+	}
+	for _, f := range files {
+		if f != largest {
+			m.Parts = append(m.Parts, ModelPart{Path: f.Path})
+		}
+	}
+	return m
 }
 
 func hasSuffix(name string, suffixes []string) bool {
 	for _, s := range suffixes {
 		if strings.HasSuffix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
 			return true
 		}
 	}

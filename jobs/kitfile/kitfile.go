@@ -6,6 +6,7 @@ package kitfile
 
 import (
 	"fmt"
+	"path"
 
 	"sigs.k8s.io/yaml"
 
@@ -93,6 +94,16 @@ func Parse(b []byte) (*Kitfile, error) {
 		return nil, fmt.Errorf("parsing Kitfile: %w", err)
 	}
 	return &k, nil
+}
+
+// Paths lists every entry's path, cleaned: what each layer leaves out of
+// the others (see pack.Walk).
+func (k *Kitfile) Paths() []string {
+	var out []string
+	for _, e := range k.Entries() {
+		out = append(out, path.Clean(e.Path))
+	}
+	return out
 }
 
 // Entry is one layer-producing item of a Kitfile.

@@ -9,36 +9,76 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// tree writes files (name → size) under a temp root and scans it.
+func tree(t *testing.T, files map[string]int) *Dir {
+	t.Helper()
+	root := t.TempDir()
+	for name, size := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, make([]byte, size), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := Scan(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// The cases follow kit init's rules (KitOps pkg/lib/kitfile/generate).
 func TestGenerate(t *testing.T) {
 	cases := []struct {
 		name  string
-		files []File
+		files map[string]int
 		want  *Kitfile
 	}{
-		{"sharded model with metadata", []File{
-			{"README.md", 1}, {"LICENSE", 1}, {"config.json", 1}, {"model-1.safetensors", 100}, {"model-2.safetensors", 100},
-			{"train.py", 1}, {"data.parquet", 1}, {"tokenizer.json", 1},
+		{"sharded model with metadata at the root", map[string]int{
+			"README.md": 1, "LICENSE": 1, "config.json": 1, "model-1.safetensors": 100, "model-2.safetensors": 100,
+			"data.parquet": 1, "tokenizer.json": 1, "Kitfile": 1,
 		}, &Kitfile{
 			ManifestVersion: ManifestVersion,
-			Model: &Model{Name: "model-1", Path: "model-1.safetensors", Parts: []ModelPart{
-				{Path: "config.json"}, {Path: "model-2.safetensors"}, {Path: "tokenizer.json"},
+			Model: &Model{Path: "model-1.safetensors", Parts: []ModelPart{
+				{Path: "model-2.safetensors"}, {Path: "config.json"}, {Path: "tokenizer.json"},
 			}},
-			Code:     []Code{{Path: "train.py"}},
 			DataSets: []DataSet{{Path: "data.parquet"}},
-			Docs:     []Docs{{Path: "README.md", Description: "Readme file"}, {Path: "LICENSE", Description: "License file"}},
+			Docs:     []Docs{{Path: "LICENSE", Description: "License file"}, {Path: "README.md", Description: "Readme file"}},
 		}},
-		{"base model and adapter: the largest wins", []File{{"adapter.bin", 10}, {"base.gguf", 1000}}, &Kitfile{
+		{"base model and adapter: the largest wins, named", map[string]int{"adapter.bin": 10, "base.gguf": 1000}, &Kitfile{
 			ManifestVersion: ManifestVersion,
 			Model:           &Model{Name: "base", Path: "base.gguf", Parts: []ModelPart{{Path: "adapter.bin"}}},
 		}},
-		{"no model: metadata is data", []File{{"labels.json", 1}, {"rows.csv", 1}}, &Kitfile{
+		{"folders are grouped by what they hold", map[string]int{
+			"weights/a.safetensors": 5, "weights/config.json": 1,
+			"data/train.csv": 1, "data/test.csv": 1, "data/labels.json": 1,
+			"docs/guide.txt": 1, "manual/intro.md": 1, "src/x/y.py": 1,
+			"tools/convert.py": 1, "mixed/w.bin": 3, "mixed/notes.md": 1,
+		}, &Kitfile{
+			ManifestVersion: ManifestVersion,
+			// 5 > 1.5 × the average 3: the largest is the model, named by its path.
+			Model:    &Model{Name: "weights/a", Path: "weights/a.safetensors", Parts: []ModelPart{{Path: "mixed/w.bin"}, {Path: "weights/config.json"}}},
+			Code:     []Code{{Path: "src"}, {Path: "mixed"}, {Path: "tools"}},
+			DataSets: []DataSet{{Path: "data"}},
+			Docs:     []Docs{{Path: "docs"}, {Path: "manual"}},
+		}},
+		{"a loose file at the root makes a catch-all code entry", map[string]int{
+			"model.gguf": 10, "train.py": 1, ".gitattributes": 1, "src/a.py": 1,
+		}, &Kitfile{
+			ManifestVersion: ManifestVersion,
+			Model:           &Model{Name: "model", Path: "model.gguf"},
+			Code:            []Code{{Path: "."}},
+		}},
+		{"no model: metadata is data", map[string]int{"labels.json": 1, "rows.csv": 1}, &Kitfile{
 			ManifestVersion: ManifestVersion,
 			DataSets:        []DataSet{{Path: "rows.csv"}, {Path: "labels.json"}},
 		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if d := cmp.Diff(tc.want, Generate(tc.files)); d != "" {
+			if d := cmp.Diff(tc.want, Generate(tree(t, tc.files))); d != "" {
 				t.Errorf("Generate (-want +got):\n%s", d)
 			}
 		})
@@ -46,11 +86,11 @@ func TestGenerate(t *testing.T) {
 }
 
 func TestMerge(t *testing.T) {
-	gen := Generate([]File{{"w.gguf", 10}, {"config.json", 1}, {"README.md", 1}, {"x.py", 1}})
+	gen := Generate(tree(t, map[string]int{"w.gguf": 10, "config.json": 1, "README.md": 1, "src/x.py": 1}))
 	user, err := Parse([]byte(`
 package: {name: mine, authors: [me]}
 model: {framework: llama.cpp, parts: [{path: config.json, type: config}]}
-code: [{path: x.py, description: the script}]
+code: [{path: src, description: the scripts}]
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +99,7 @@ code: [{path: x.py, description: the script}]
 		ManifestVersion: ManifestVersion,
 		Package:         Package{Name: "mine", Authors: []string{"me"}},
 		Model:           &Model{Name: "w", Path: "w.gguf", Framework: "llama.cpp", Parts: []ModelPart{{Path: "config.json", Type: "config"}}},
-		Code:            []Code{{Path: "x.py", Description: "the script"}},
+		Code:            []Code{{Path: "src", Description: "the scripts"}},
 		Docs:            []Docs{{Path: "README.md", Description: "Readme file"}},
 	}
 	if d := cmp.Diff(want, Merge(gen, user)); d != "" {
@@ -67,7 +107,7 @@ code: [{path: x.py, description: the script}]
 	}
 
 	// A user folder entry swallows the generated entries inside it.
-	gen = Generate([]File{{"m/a.gguf", 10}, {"m/b.json", 1}, {"README.md", 1}})
+	gen = Generate(tree(t, map[string]int{"m/a.gguf": 10, "m/b.json": 1, "README.md": 1}))
 	user, _ = Parse([]byte("datasets: [{path: m}]\n"))
 	got := Merge(gen, user)
 	if got.Model != nil || len(got.DataSets) != 1 || len(got.Docs) != 1 {
@@ -107,8 +147,8 @@ func TestValidate(t *testing.T) {
 		{"symlinked parent", "manifestVersion: 1.0.0\nmodel: {path: out/token}\n", "passes through out, a symbolic link"},
 		{"symlinked folder", "manifestVersion: 1.0.0\nmodel: {path: a.gguf}\ndocs: [{path: out}]\n", "symbolic link"},
 		{"link inside the root", "manifestVersion: 1.0.0\nmodel: {path: in/b.json}\n", "symbolic link"},
-		{"duplicate", "manifestVersion: 1.0.0\nmodel: {path: a.gguf}\ncode: [{path: ./a.gguf}]\n", "overlaps"},
-		{"nested", "manifestVersion: 1.0.0\nmodel: {path: d/b.json}\ndatasets: [{path: d}]\n", "overlaps"},
+		{"duplicate", "manifestVersion: 1.0.0\nmodel: {path: a.gguf}\ncode: [{path: ./a.gguf}]\n", "already packed"},
+		{"nested, as kit allows", "manifestVersion: 1.0.0\nmodel: {path: d/b.json}\ndatasets: [{path: d}]\n", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

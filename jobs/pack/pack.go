@@ -1,11 +1,32 @@
 // Package pack writes a Kitfile entry (a file or a folder under the artifact
-// root) as a reproducible tar layer, laid out as the kit CLI writes it:
-// names relative to the root, with the entry's parent folders first, so that
-// `kit unpack` recreates the Kitfile's paths.
+// root) as a tar layer whose bytes are those `kit pack` writes for the same
+// folder and Kitfile. The rules, read from KitOps pkg/lib/kitfile/layer.go
+// (writeLayerToTar, writeHeaderToTar, sanitizeTarHeader) and
+// pkg/lib/filesystem/ignore.go, and each pinned by a test here:
 //
-// Reproducible means: entries in lexical order, zero times, uid/gid 0, fixed
-// modes (0755 folders, 0644 files), no user or group names, and gzip (when
-// asked for) without a name or timestamp. The same files give the same bytes.
+//   - kit walks the whole context folder in lexical order (filepath.Walk)
+//     and keeps what lies on the entry's branch: first the entry's parent
+//     folders, then the entry and everything under it. The root itself has
+//     no entry. Folders are entries of their own, empty ones included, named
+//     without a trailing slash.
+//   - Only regular files and folders are written. Inside an entry's folder,
+//     symbolic links and special files are skipped, as kit skips them: a
+//     link is never followed, so it can lead nowhere. An entry whose own
+//     path is a link is refused (kitfile.Validate, and Walk here).
+//   - Each header is the file's own (tar.FileInfoHeader: mode, size, type),
+//     then sanitised: times zeroed, Uid 1000, Gid 0, no user or group name,
+//     forward slashes. So the mode on disk is kept: 0755 stays executable,
+//     0600 stays private.
+//   - Long names are left to archive/tar's Writer, as kit does: USTAR with a
+//     prefix when the path splits into ≤155+≤100 bytes, PAX records otherwise.
+//   - Another entry's path inside this one is left out of this layer (the
+//     other layer carries it), and so are the Kitfile and .kitignore at the
+//     root. kit compares those paths as plain string prefixes; we compare
+//     whole path elements, so that "model.gguf" never hides "model.gguf2".
+//     We also never pack ".git" or our own state folder (kitfile.Ignored).
+//   - gzip is compress/gzip at its default level with an empty header, as
+//     `kit pack --compression gzip`. zstd (klauspost/compress, default level)
+//     is our addition; kit at the commit read writes none and gzip only.
 package pack
 
 import (
@@ -21,9 +42,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
 
+	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/kitfile"
+)
+
+// Uid and Gid are what kit writes in every header.
+const (
+	Uid = 1000
+	Gid = 0
 )
 
 // Item is one tar entry of a layer.
@@ -33,50 +62,60 @@ type Item struct {
 	Root    string // the root Name is read under, through an os.Root
 	Dir     bool
 	Size    int64
-	ModTime time.Time // not written; part of the push cache's key
-	Ino     uint64    // likewise
+	Mode    fs.FileMode // permission and setuid/setgid/sticky bits
+	ModTime time.Time   // not written to the tar; cache key and ModelPack metadata
+	Ino     uint64      // cache key
 }
 
 // Walk lists the entries of the layer for rel under root, in tar order.
-func Walk(root, rel string) ([]Item, error) {
+// others are the paths of the artifact's other layers: those inside rel are
+// left out, as kit leaves them out.
+func Walk(root, rel string, others []string) ([]Item, error) {
 	rel = path.Clean(filepath.ToSlash(rel))
 	var items []Item
-	// Parent folders first, as kit's walk from the root emits them.
+	// Parent folders first, as kit's walk from the root meets them.
 	if rel != "." {
 		parts := strings.Split(rel, "/")
 		for i := 1; i < len(parts); i++ {
-			name := strings.Join(parts[:i], "/")
-			items = append(items, Item{Name: name, Abs: filepath.Join(root, filepath.FromSlash(name)), Root: root, Dir: true})
+			it, err := stat(root, strings.Join(parts[:i], "/"))
+			if err != nil {
+				return nil, err
+			}
+			if !it.Dir {
+				return nil, fmt.Errorf("pack: %s is not a folder", it.Name)
+			}
+			items = append(items, it)
 		}
 	}
+	excluded := inside(rel, others)
 	start := filepath.Join(root, filepath.FromSlash(rel))
 	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
-		}
-		if p != start && kitfile.Ignored(d.Name()) {
-			if d.IsDir() {
-				return filepath.SkipDir
-			}
-			return nil
 		}
 		name, _ := filepath.Rel(root, p)
 		name = filepath.ToSlash(name)
 		if name == "." {
 			return nil // the root itself has no entry
 		}
+		if p != start && (skipped(name, d.Name()) || excluded(name)) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if p != start && !d.IsDir() && !d.Type().IsRegular() {
+			return nil // a link or special file: skipped, never followed
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
 		}
-		switch {
-		case fi.IsDir():
-			items = append(items, Item{Name: name, Abs: p, Root: root, Dir: true, ModTime: fi.ModTime(), Ino: inode(fi)})
-		case fi.Mode().IsRegular():
-			items = append(items, Item{Name: name, Abs: p, Root: root, Size: fi.Size(), ModTime: fi.ModTime(), Ino: inode(fi)})
-		default:
-			return fmt.Errorf("pack: %s is not a regular file or folder", name)
+		it, err := item(root, name, fi)
+		if err != nil {
+			return err
 		}
+		items = append(items, it)
 		return nil
 	})
 	if err != nil {
@@ -85,23 +124,101 @@ func Walk(root, rel string) ([]Item, error) {
 	return items, nil
 }
 
-// Write streams the tar of items to w, gzipped if gz. It returns the diffID
-// (the digest of the uncompressed tar) when gz is set; without gzip the
-// caller's digest of w's bytes is the diffID.
-func Write(w io.Writer, items []Item, gz bool) (digest.Digest, error) {
-	var diff = sha256.New()
+// skipped reports names never packed: the Kitfile and .kitignore at the
+// root (kit's ignore patterns, which match at the root only), and VCS and
+// state folders anywhere.
+func skipped(name, base string) bool {
+	if kitfile.Ignored(base) {
+		return true
+	}
+	return !strings.Contains(name, "/") && kitfile.IgnoredAtRoot(base)
+}
+
+// inside returns a test for paths that are, or lie under, one of the other
+// layers' paths strictly inside rel.
+func inside(rel string, others []string) func(string) bool {
+	var in []string
+	for _, o := range others {
+		o = path.Clean(filepath.ToSlash(o))
+		if o != rel && (rel == "." || strings.HasPrefix(o, rel+"/")) && o != "." {
+			in = append(in, o)
+		}
+	}
+	return func(p string) bool {
+		for _, o := range in {
+			if p == o || strings.HasPrefix(p, o+"/") {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func stat(root, name string) (Item, error) {
+	fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(name)))
+	if err != nil {
+		return Item{}, err
+	}
+	return item(root, name, fi)
+}
+
+func item(root, name string, fi fs.FileInfo) (Item, error) {
+	it := Item{
+		Name: name, Abs: filepath.Join(root, filepath.FromSlash(name)), Root: root,
+		Mode:    fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky),
+		ModTime: fi.ModTime(), Ino: inode(fi),
+	}
+	switch {
+	case fi.IsDir():
+		it.Dir = true
+	case fi.Mode().IsRegular():
+		it.Size = fi.Size()
+	default:
+		return Item{}, fmt.Errorf("pack: %s is not a regular file or folder", name)
+	}
+	return it, nil
+}
+
+// Header is the tar header kit writes for it: tar.FileInfoHeader's mode,
+// type and size, then sanitizeTarHeader's constants.
+func Header(it Item) *tar.Header {
+	h := &tar.Header{Name: it.Name, Mode: int64(it.Mode.Perm()), Uid: Uid, Gid: Gid}
+	if it.Mode&fs.ModeSetuid != 0 {
+		h.Mode |= 0o4000
+	}
+	if it.Mode&fs.ModeSetgid != 0 {
+		h.Mode |= 0o2000
+	}
+	if it.Mode&fs.ModeSticky != 0 {
+		h.Mode |= 0o1000
+	}
+	if it.Dir {
+		h.Typeflag = tar.TypeDir
+	} else {
+		h.Typeflag, h.Size = tar.TypeReg, it.Size
+	}
+	return h
+}
+
+// Write streams the tar of items to w, compressed with c. It returns the
+// diffID (the digest of the uncompressed tar) when compressing; without
+// compression the caller's digest of w's bytes is the diffID, and "" is
+// returned so that the bytes are not hashed twice.
+func Write(w io.Writer, items []Item, c v1alpha1.Compression) (digest.Digest, error) {
+	zw, err := compressor(w, c)
+	if err != nil {
+		return "", err
+	}
+	diff := sha256.New()
 	tw := tar.NewWriter(w)
-	var zw *gzip.Writer
-	if gz {
-		// BestSpeed: weights barely compress, and the CPU is shared.
-		zw, _ = gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if zw != nil {
 		tw = tar.NewWriter(io.MultiWriter(zw, diff))
 	}
 	buf := make([]byte, 1<<20)
 	roots := rootCache{}
 	defer roots.close()
 	for _, it := range items {
-		if err := tw.WriteHeader(header(it)); err != nil {
+		if err := tw.WriteHeader(Header(it)); err != nil {
 			return "", err
 		}
 		if it.Dir {
@@ -114,23 +231,29 @@ func Write(w io.Writer, items []Item, gz bool) (digest.Digest, error) {
 	if err := tw.Close(); err != nil {
 		return "", err
 	}
-	if zw != nil {
-		if err := zw.Close(); err != nil {
-			return "", err
-		}
-		return digest.NewDigest(digest.SHA256, diff), nil
+	if zw == nil {
+		return "", nil
 	}
-	return "", nil
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	return digest.NewDigest(digest.SHA256, diff), nil
 }
 
-func header(it Item) *tar.Header {
-	h := &tar.Header{Name: it.Name, ModTime: time.Unix(0, 0)}
-	if it.Dir {
-		h.Typeflag, h.Mode = tar.TypeDir, 0o755
-	} else {
-		h.Typeflag, h.Mode, h.Size = tar.TypeReg, 0o644, it.Size
+// compressor returns the compressing writer for c, or nil for none.
+func compressor(w io.Writer, c v1alpha1.Compression) (io.WriteCloser, error) {
+	switch c {
+	case "", v1alpha1.CompressionNone:
+		return nil, nil
+	case v1alpha1.CompressionGzip:
+		// Default level and an empty header (no name, zero mtime), as kit.
+		return gzip.NewWriter(w), nil
+	case v1alpha1.CompressionZstd:
+		// Default level; its output depends only on the input and the
+		// library version (pinned in go.mod), not on scheduling.
+		return zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedDefault))
 	}
-	return h
+	return nil, fmt.Errorf("pack: compression %q is not none, gzip or zstd", c)
 }
 
 // copyFile copies exactly it.Size bytes: a file that changed size since Walk

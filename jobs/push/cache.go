@@ -15,7 +15,7 @@ import (
 )
 
 // cache remembers the digest of each layer keyed by what went into it (names,
-// sizes, modification times, inodes, media type), so an unchanged re-push
+// sizes, modes, modification times, inodes, media type), so an unchanged re-push
 // learns its digests without reading a byte and asks the registry whether it
 // already has them. A stale entry cannot corrupt anything: the registry checks
 // every digest we give it, and a miss simply uploads.
@@ -81,7 +81,7 @@ func cacheKey(mediaType string, items []pack.Item) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n", mediaType)
 	for _, it := range items {
-		fmt.Fprintf(h, "%q %t %d %d %d\n", it.Name, it.Dir, it.Size, it.ModTime.UnixNano(), it.Ino)
+		fmt.Fprintf(h, "%q %t %d %o %d %d\n", it.Name, it.Dir, it.Size, it.Mode, it.ModTime.UnixNano(), it.Ino)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

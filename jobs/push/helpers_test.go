@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"oras.land/oras-go/v2/registry/remote"
 
@@ -40,11 +41,11 @@ func writeTree(t testing.TB, root string, files map[string]string) {
 
 func generated(t testing.TB, root string) *kitfile.Kitfile {
 	t.Helper()
-	files, err := kitfile.List(root)
+	dir, err := kitfile.Scan(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	kf := kitfile.Generate(files)
+	kf := kitfile.Generate(dir)
 	kf.Package.Name = "test"
 	if err := kitfile.Validate(kf, root); err != nil {
 		t.Fatal(err)
@@ -78,4 +79,19 @@ func pushTree(t testing.TB, repo *remote.Repository, root string, o Options) (st
 	t.Helper()
 	desc, st, err := Push(context.Background(), repo, root, generated(t, root), o)
 	return desc.Digest.String(), st, err
+}
+
+// sameTimes sets every file and folder under root to one fixed time.
+func sameTimes(t testing.TB, root string) {
+	t.Helper()
+	when := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	err := filepath.Walk(root, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chtimes(p, when, when)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -14,7 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -32,19 +32,35 @@ import (
 // Options say how to pack and push.
 type Options struct {
 	Format v1alpha1.PackFormat
-	// Gzip compresses layers. Off by default: weights barely compress and
-	// gzip would cost more CPU than it saves bytes.
-	Gzip bool
+	// Compression of the layers; empty is none, kit's default: weights
+	// barely compress and gzip costs more CPU than it saves bytes.
+	Compression v1alpha1.Compression
 	// Concurrency is how many layers upload at once (default 3).
 	Concurrency int
 	// CacheDir keeps layer digests between runs; empty disables the cache.
 	CacheDir string
 	// Tag to push the manifest as; empty pushes by digest only.
 	Tag string
-	// Annotations are added to the manifest.
+	// Annotations are added to the manifest; they win over Provenance's.
 	Annotations map[string]string
+	// Provenance is where the content came from.
+	Provenance Provenance
+	// Stated reports the Kitfile paths the user named. A ModelPack layer
+	// from any other path has a guessed type and says so (see plan).
+	Stated func(path string) bool
 	// Log, if set, gets one line per layer.
 	Log io.Writer
+}
+
+// Provenance becomes the manifest's OCI annotations
+// (org.opencontainers.image.source, .revision, .created) and the
+// ModelPack config's sourceURL, revision and createdAt. Created is the
+// source's own time (a commit's), never the time of the run, so that a
+// re-run gives the same digest.
+type Provenance struct {
+	Source   string
+	Revision string
+	Created  time.Time
 }
 
 // Stats say what a push did, for logs, tests and the benchmark.
@@ -53,8 +69,9 @@ type Stats struct {
 	UploadedBytes             int64
 }
 
-// Push packs kf's entries under root and pushes them to repo. kf's layer
-// infos are filled in. It returns the manifest's descriptor.
+// Push packs kf's entries under root and pushes them to repo. For a
+// ModelKit, kf's layer infos are filled in. It returns the manifest's
+// descriptor.
 func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile.Kitfile, o Options) (ocispec.Descriptor, Stats, error) {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 3
@@ -62,41 +79,44 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	if o.Format == "" {
 		o.Format = v1alpha1.FormatModelKit
 	}
-	entries := kf.Entries()
-	layers := make([]ocispec.Descriptor, len(entries))
-	diffIDs := make([]digest.Digest, len(entries))
+	if err := format.CheckCompression(o.Compression); err != nil {
+		return ocispec.Descriptor{}, Stats{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+	}
+	plan, err := planLayers(root, kf, o)
+	if err != nil {
+		return ocispec.Descriptor{}, Stats{}, failure.Permanent(failure.ReasonPackFailed, err)
+	}
+	layers := make([]ocispec.Descriptor, len(plan))
+	diffIDs := make([]digest.Digest, len(plan))
 	c := openCache(o.CacheDir)
 	var st Stats
-	stats := make(chan Stats, len(entries))
+	stats := make(chan Stats, len(plan))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
-	for i, e := range entries {
-		mediaType := format.LayerMediaType(o.Format, e.Kind, o.Gzip)
+	for i, l := range plan {
 		g.Go(func() error {
-			items, err := pack.Walk(root, e.Path)
+			desc, diffID, s, err := pushLayer(gctx, repo, c, l.mediaType, l.items, o.Compression)
 			if err != nil {
-				return failure.Permanent(failure.ReasonPackFailed, err)
+				return fmt.Errorf("layer %s: %w", l.path, err)
 			}
-			desc, diffID, s, err := pushLayer(gctx, repo, c, mediaType, items, o.Gzip)
-			if err != nil {
-				return fmt.Errorf("layer %s: %w", e.Path, err)
-			}
-			desc.Annotations = map[string]string{format.AnnotationFilepath: e.Path}
+			desc.Annotations = l.annotations
 			layers[i], diffIDs[i] = desc, diffID
-			*e.Info = &kitfile.LayerInfo{Digest: desc.Digest.String(), DiffID: diffID.String()}
+			if l.info != nil {
+				*l.info = &kitfile.LayerInfo{Digest: desc.Digest.String(), DiffID: diffID.String()}
+			}
 			stats <- s
 			if o.Log != nil {
 				verb := "uploaded"
 				if s.Skipped > 0 {
 					verb = "already present"
 				}
-				fmt.Fprintf(o.Log, "layer %s %s (%s, %d bytes)\n", e.Path, verb, desc.Digest, desc.Size)
+				fmt.Fprintf(o.Log, "layer %s %s (%s, %d bytes)\n", l.path, verb, desc.Digest, desc.Size)
 			}
 			return nil
 		})
 	}
-	err := g.Wait()
+	err = g.Wait()
 	close(stats)
 	for s := range stats {
 		st.Layers += s.Layers
@@ -111,7 +131,7 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 		return ocispec.Descriptor{}, st, failure.Registry(err)
 	}
 
-	manifest, err := buildManifest(ctx, repo, kf, layers, diffIDs, o)
+	manifest, err := buildManifest(ctx, repo, kf, plan, layers, diffIDs, o)
 	if err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
 	}
@@ -120,7 +140,7 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 
 // pushLayer uploads one layer unless the cache knows its digest and the
 // registry already has it.
-func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType string, items []pack.Item, gz bool) (ocispec.Descriptor, digest.Digest, Stats, error) {
+func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType string, items []pack.Item, comp v1alpha1.Compression) (ocispec.Descriptor, digest.Digest, Stats, error) {
 	key := cacheKey(mediaType, items)
 	if hit, ok := c.get(key); ok {
 		desc := ocispec.Descriptor{MediaType: mediaType, Digest: hit.Digest, Size: hit.Size}
@@ -135,7 +155,7 @@ func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType
 	var diffID digest.Digest
 	dgst, size, err := streamBlob(ctx, repo, func(w io.Writer) error {
 		var err error
-		diffID, err = pack.Write(w, items, gz)
+		diffID, err = pack.Write(w, items, comp)
 		return err
 	})
 	if err != nil {
@@ -150,22 +170,17 @@ func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType
 }
 
 // buildManifest pushes the config, then the manifest (tagged if asked).
-func buildManifest(ctx context.Context, repo *remote.Repository, kf *kitfile.Kitfile, layers []ocispec.Descriptor, diffIDs []digest.Digest, o Options) (ocispec.Descriptor, error) {
-	kfJSON, err := json.Marshal(kf)
+func buildManifest(ctx context.Context, repo *remote.Repository, kf *kitfile.Kitfile, plan []layerPlan, layers []ocispec.Descriptor, diffIDs []digest.Digest, o Options) (ocispec.Descriptor, error) {
+	var configBytes []byte
+	var err error
+	if o.Format == v1alpha1.FormatModelPack {
+		configBytes, err = json.Marshal(modelPackConfig(kf, plan, diffIDs, o.Provenance))
+	} else {
+		// As kit's KitFile.MarshalToJSON: compact, fields in struct order.
+		configBytes, err = json.Marshal(kf)
+	}
 	if err != nil {
 		return ocispec.Descriptor{}, err
-	}
-	annotations := map[string]string{}
-	for k, v := range o.Annotations {
-		annotations[k] = v
-	}
-	configBytes := kfJSON
-	if o.Format == v1alpha1.FormatModelPack {
-		if configBytes, err = json.Marshal(modelPackConfig(kf, diffIDs)); err != nil {
-			return ocispec.Descriptor{}, err
-		}
-		// kit reads the Kitfile from here to unpack a ModelPack to its paths.
-		annotations[format.KitAnnotationKitfile] = string(kfJSON)
 	}
 	config := ocispec.Descriptor{
 		MediaType: format.ConfigMediaType(o.Format),
@@ -175,16 +190,13 @@ func buildManifest(ctx context.Context, repo *remote.Repository, kf *kitfile.Kit
 	if err := pushIfMissing(ctx, repo, config, configBytes); err != nil {
 		return ocispec.Descriptor{}, err
 	}
-	if len(annotations) == 0 {
-		annotations = nil
-	}
 	m := ocispec.Manifest{
 		Versioned:    specs.Versioned{SchemaVersion: 2},
 		MediaType:    ocispec.MediaTypeImageManifest,
 		ArtifactType: format.ArtifactType(o.Format),
 		Config:       config,
 		Layers:       layers,
-		Annotations:  annotations,
+		Annotations:  manifestAnnotations(o),
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -204,62 +216,33 @@ func buildManifest(ctx context.Context, repo *remote.Repository, kf *kitfile.Kit
 	return desc, err
 }
 
+// manifestAnnotations are the provenance annotations OCI defines, then the
+// caller's, which win.
+func manifestAnnotations(o Options) map[string]string {
+	a := map[string]string{}
+	set := func(k, v string) {
+		if v != "" {
+			a[k] = v
+		}
+	}
+	set(ocispec.AnnotationSource, o.Provenance.Source)
+	set(ocispec.AnnotationRevision, o.Provenance.Revision)
+	if !o.Provenance.Created.IsZero() {
+		a[ocispec.AnnotationCreated] = o.Provenance.Created.UTC().Format(time.RFC3339)
+	}
+	for k, v := range o.Annotations {
+		a[k] = v
+	}
+	if len(a) == 0 {
+		return nil
+	}
+	return a
+}
+
 func pushIfMissing(ctx context.Context, repo *remote.Repository, desc ocispec.Descriptor, b []byte) error {
 	exists, err := repo.Exists(ctx, desc)
 	if err != nil || exists {
 		return err
 	}
 	return repo.Push(ctx, desc, bytes.NewReader(b))
-}
-
-// modelPackConfig fills the model-spec config from the Kitfile. createdAt is
-// left out on purpose: a timestamp would change the digest of every run.
-func modelPackConfig(kf *kitfile.Kitfile, diffIDs []digest.Digest) map[string]any {
-	desc := map[string]any{}
-	set := func(k, v string) {
-		if v != "" {
-			desc[k] = v
-		}
-	}
-	set("name", kf.Package.Name)
-	set("version", kf.Package.Version)
-	set("description", kf.Package.Description)
-	if len(kf.Package.Authors) > 0 {
-		desc["authors"] = kf.Package.Authors
-	}
-	var licenses []string
-	for _, l := range []string{kf.Package.License, modelField(kf, func(m *kitfile.Model) string { return m.License })} {
-		if l != "" && !contains(licenses, l) {
-			licenses = append(licenses, l)
-		}
-	}
-	sort.Strings(licenses)
-	if len(licenses) > 0 {
-		desc["licenses"] = licenses
-	}
-	cfg := map[string]any{}
-	if f := modelField(kf, func(m *kitfile.Model) string { return m.Format }); f != "" {
-		cfg["format"] = f
-	}
-	return map[string]any{
-		"descriptor": desc,
-		"modelfs":    map[string]any{"type": "layers", "diffIds": diffIDs},
-		"config":     cfg,
-	}
-}
-
-func modelField(kf *kitfile.Kitfile, f func(*kitfile.Model) string) string {
-	if kf.Model == nil {
-		return ""
-	}
-	return f(kf.Model)
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

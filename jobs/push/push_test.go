@@ -33,16 +33,19 @@ func TestDeterministic(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			host := tc.host(t)
 			for _, f := range []v1alpha1.PackFormat{v1alpha1.FormatModelKit, v1alpha1.FormatModelPack} {
-				// Two copies of the same files, different folders and
-				// times, no shared cache, two repositories.
+				// Two copies of the same files in different folders, no
+				// shared cache, two repositories. The times are the
+				// same, as a source sets them (a ModelPack records them).
 				a, b := t.TempDir(), t.TempDir()
 				writeTree(t, a, modelFiles)
 				writeTree(t, b, modelFiles)
+				sameTimes(t, a)
+				sameTimes(t, b)
 				d1, _, err := pushTree(t, repoAt(t, host, "det/one", registry.Options{}), a, Options{Format: f, Tag: "v1"})
 				if err != nil {
 					t.Fatal(err)
 				}
-				d2, _, err := pushTree(t, repoAt(t, host, "det/two", registry.Options{}), b, Options{Format: f, Tag: "v1", Gzip: false})
+				d2, _, err := pushTree(t, repoAt(t, host, "det/two", registry.Options{}), b, Options{Format: f, Tag: "v1"})
 				if err != nil {
 					t.Fatal(err)
 				}

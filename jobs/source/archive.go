@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/packline/packline/jobs/failure"
 )
@@ -65,6 +66,16 @@ type extractor struct {
 	lim     Limits
 	bytes   int64
 	entries int
+	// folders holds the folder entries' modes and times, applied once
+	// every file is in (writing into a folder changes its time, and a
+	// read-only folder could not be written into).
+	folders map[string]entryAttrs
+}
+
+// entryAttrs are what an archive says about an entry beyond its bytes.
+type entryAttrs struct {
+	mode fs.FileMode
+	time time.Time
 }
 
 func newExtractor(dir string, lim Limits) (*extractor, error) {
@@ -72,7 +83,7 @@ func newExtractor(dir string, lim Limits) (*extractor, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &extractor{dir: dir, root: root, lim: lim.withDefaults()}, nil
+	return &extractor{dir: dir, root: root, lim: lim.withDefaults(), folders: map[string]entryAttrs{}}, nil
 }
 
 func (x *extractor) close() { x.root.Close() }
@@ -92,7 +103,7 @@ func (x *extractor) target(name string) (string, error) {
 	return filepath.FromSlash(c), nil // relative to x.root
 }
 
-func (x *extractor) file(name string, size int64, r io.Reader) error {
+func (x *extractor) file(name string, size int64, attrs entryAttrs, r io.Reader) error {
 	p, err := x.target(name)
 	if err != nil {
 		return err
@@ -134,15 +145,58 @@ func (x *extractor) file(name string, size int64, r io.Reader) error {
 		return unsafeArchive("archive entry %q is not the %d bytes its header says", name, size)
 	}
 	x.bytes += n
-	return nil
+	return x.setAttrs(p, archiveMode(attrs.mode, false), attrs.time)
 }
 
-func (x *extractor) folder(name string) error {
+func (x *extractor) folder(name string, attrs entryAttrs) error {
 	p, err := x.target(name)
 	if err != nil {
 		return err
 	}
+	if p != "." {
+		x.folders[p] = attrs
+	}
 	return x.mkdir(p)
+}
+
+// finish gives every folder its entry's mode and time, and folders the
+// archive only implies 0755 and the epoch, so that nothing depends on
+// this pod's umask or clock.
+func (x *extractor) finish() error {
+	var dirs []string
+	err := fs.WalkDir(x.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && p != "." {
+			dirs = append(dirs, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// Deepest first: a folder's time must be set after its children's.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		a, ok := x.folders[filepath.FromSlash(dirs[i])]
+		if !ok {
+			a = entryAttrs{mode: 0o755}
+		}
+		if err := x.setAttrs(filepath.FromSlash(dirs[i]), archiveMode(a.mode, true), a.time); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *extractor) setAttrs(p string, mode fs.FileMode, t time.Time) error {
+	if t.IsZero() {
+		t = epoch
+	}
+	if err := x.root.Chmod(p, mode); err != nil {
+		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %s: %w", filepath.ToSlash(p), err))
+	}
+	if err := x.root.Chtimes(p, t, t); err != nil {
+		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %s: %w", filepath.ToSlash(p), err))
+	}
+	return nil
 }
 
 // mkdir creates p (relative to the root) and its parents inside the root.
@@ -174,16 +228,17 @@ func extractTar(r io.Reader, gz bool, dir string, lim Limits) error {
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return nil
+			return x.finish()
 		}
 		if err != nil {
 			return unsafeArchive("reading tar: %v", err)
 		}
+		attrs := entryAttrs{mode: h.FileInfo().Mode(), time: h.ModTime}
 		switch h.Typeflag {
 		case tar.TypeReg, tar.TypeRegA:
-			err = x.file(h.Name, h.Size, tr)
+			err = x.file(h.Name, h.Size, attrs, tr)
 		case tar.TypeDir:
-			err = x.folder(h.Name)
+			err = x.folder(h.Name, attrs)
 		case tar.TypeXGlobalHeader:
 			continue
 		case tar.TypeSymlink, tar.TypeLink:
@@ -215,9 +270,10 @@ func extractZip(path, dir string, lim Limits) error {
 	defer x.close()
 	for _, f := range zr.File {
 		mode := f.Mode()
+		attrs := entryAttrs{mode: mode, time: f.Modified}
 		switch {
 		case mode.IsDir():
-			err = x.folder(f.Name)
+			err = x.folder(f.Name, attrs)
 		case mode.IsRegular():
 			var rc io.ReadCloser
 			if rc, err = f.Open(); err != nil {
@@ -226,7 +282,7 @@ func extractZip(path, dir string, lim Limits) error {
 			if f.UncompressedSize64 > uint64(x.lim.MaxBytes) {
 				err = unsafeArchive("archive expands to more than %d bytes", x.lim.MaxBytes)
 			} else {
-				err = x.file(f.Name, int64(f.UncompressedSize64), rc)
+				err = x.file(f.Name, int64(f.UncompressedSize64), attrs, rc)
 			}
 			rc.Close()
 		default:
@@ -236,5 +292,5 @@ func extractZip(path, dir string, lim Limits) error {
 			return err
 		}
 	}
-	return nil
+	return x.finish()
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
+	"github.com/packline/packline/jobs/pack"
 	"github.com/packline/packline/test/gitserver"
 )
 
@@ -75,12 +76,34 @@ func TestGitSymlinkEscapes(t *testing.T) {
 		})
 	}
 	// What is generated from the clone never names a link either.
-	files, err := kitfile.List(whole.Root)
+	dir, err := kitfile.Scan(whole.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := kitfile.Validate(kitfile.Generate(files), whole.Root); err != nil {
+	if err := kitfile.Validate(kitfile.Generate(dir), whole.Root); err != nil {
 		t.Errorf("generated Kitfile: %v", err)
+	}
+	// A catch-all "." layer (kit init's, when a file lies loose at the
+	// root) skips the links without following them: no credential in it.
+	all := &kitfile.Kitfile{ManifestVersion: kitfile.ManifestVersion, Code: []kitfile.Code{{Path: "."}}}
+	if err := kitfile.Validate(all, whole.Root); err != nil {
+		t.Fatalf("catch-all Kitfile: %v", err)
+	}
+	items, err := pack.Walk(whole.Root, ".", all.Paths())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layer bytes.Buffer
+	if _, err := pack.Write(&layer, items, v1alpha1.CompressionNone); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(layer.Bytes(), []byte("hunter2")) {
+		t.Error("the catch-all layer followed a link to the credentials")
+	}
+	for _, it := range items {
+		if it.Name == "creds" || it.Name == "up" || it.Name == "inner" || it.Name == "nested" {
+			t.Errorf("the catch-all layer holds the link %s", it.Name)
+		}
 	}
 }
 

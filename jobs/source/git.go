@@ -63,6 +63,14 @@ func fetchGit(ctx context.Context, s v1alpha1.GitSource, env Env) (Fetched, erro
 	if err != nil {
 		return Fetched{}, gitError(s.URL, ref, err)
 	}
+	commit, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		return Fetched{}, gitError(s.URL, ref, err)
+	}
+	when := commit.Committer.When
+	if err := settle(dir, when); err != nil {
+		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("git checkout: %w", err))
+	}
 	// The path is resolved, symlinks included, and must stay in the clone:
 	// a symlinked parent folder could otherwise lead to the pod's mounted
 	// credentials.
@@ -74,7 +82,7 @@ func fetchGit(ctx context.Context, s v1alpha1.GitSource, env Env) (Fetched, erro
 		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("git path %q is not a folder at %s", s.Path, head.Hash()))
 	}
 	name := strings.TrimSuffix(path.Base(s.URL), ".git")
-	return Fetched{Root: root, Revision: head.Hash().String(), Name: name}, nil
+	return Fetched{Root: root, Revision: head.Hash().String(), Name: name, URL: publicURL(s.URL), Time: when}, nil
 }
 
 func isRefNotFound(err error) bool {

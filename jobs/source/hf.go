@@ -29,8 +29,10 @@ const DefaultHFEndpoint = "https://huggingface.co"
 const hfWorkers = 4
 
 type hfInfo struct {
-	SHA      string `json:"sha"`
-	Siblings []struct {
+	SHA string `json:"sha"`
+	// LastModified is the revision's commit time.
+	LastModified time.Time `json:"lastModified"`
+	Siblings     []struct {
 		RFilename string `json:"rfilename"`
 		Size      int64  `json:"size"`
 		LFS       *struct {
@@ -76,7 +78,14 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 	if err := hfDownloadAll(ctx, env, endpoint, s.Repo, info.SHA, root, files); err != nil {
 		return Fetched{}, err
 	}
-	return Fetched{Root: root, Revision: info.SHA, Name: path.Base(s.Repo)}, nil
+	// The Hub keeps no modes: every file is 0644, whatever this pod's umask.
+	if err := settle(root, info.LastModified); err != nil {
+		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+	}
+	return Fetched{
+		Root: root, Revision: info.SHA, Name: path.Base(s.Repo),
+		URL: publicURL(endpoint + "/" + s.Repo), Time: info.LastModified,
+	}, nil
 }
 
 func hfModelInfo(ctx context.Context, env Env, endpoint, repo, rev string) (*hfInfo, error) {

@@ -21,7 +21,10 @@ import (
 	"github.com/packline/packline/jobs/failure"
 )
 
-const hfCommit = "0123456789abcdef0123456789abcdef01234567"
+const (
+	hfCommit     = "0123456789abcdef0123456789abcdef01234567"
+	hfCommitTime = "2024-09-25T14:32:42.000Z" // the Hub's lastModified format
+)
 
 // fakeHub serves the Hub endpoints the client calls: model info by revision
 // (with siblings and LFS hashes), resolve/<rev>/<file> answered with a
@@ -55,9 +58,10 @@ func (h *fakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			LFS       *lfs   `json:"lfs,omitempty"`
 		}
 		info := struct {
-			SHA      string `json:"sha"`
-			Siblings []sib  `json:"siblings"`
-		}{SHA: hfCommit}
+			SHA          string `json:"sha"`
+			LastModified string `json:"lastModified"`
+			Siblings     []sib  `json:"siblings"`
+		}{SHA: hfCommit, LastModified: hfCommitTime}
 		for name, b := range h.files {
 			s := sib{RFilename: name}
 			if strings.HasSuffix(name, ".safetensors") {

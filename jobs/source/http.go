@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
@@ -32,7 +33,7 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		return Fetched{}, err
 	}
 	file := filepath.Join(dl, name)
-	sum, err := download(ctx, env.HTTP, s.URL, file)
+	sum, modified, err := download(ctx, env.HTTP, s.URL, file)
 	if err != nil {
 		return Fetched{}, err
 	}
@@ -62,28 +63,34 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		if err := os.Rename(file, filepath.Join(root, name)); err != nil {
 			return Fetched{}, err
 		}
+		// A plain download has no mode of its own: 0644, and the
+		// server's time for it.
+		if err := settle(root, modified); err != nil {
+			return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+		}
 	}
-	return Fetched{Root: root, Revision: "sha256:" + sum, Name: name}, nil
+	return Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified}, nil
 }
 
-// download writes url to file and returns the hex sha256 of the bytes.
-func download(ctx context.Context, c *http.Client, rawURL, file string) (string, error) {
+// download writes url to file and returns the hex sha256 of the bytes and
+// the server's Last-Modified time (zero if it sent none).
+func download(ctx context.Context, c *http.Client, rawURL, file string) (string, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return "", failure.Permanent(failure.ReasonInvalidSpec, err)
+		return "", time.Time{}, failure.Permanent(failure.ReasonInvalidSpec, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", failure.Retryable(failure.ReasonSourceFailed, err)
+		return "", time.Time{}, failure.Retryable(failure.ReasonSourceFailed, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		u, _ := url.Parse(rawURL)
-		return "", failure.HTTPStatus(resp.StatusCode, fmt.Errorf("GET %s: %s", redact(u), resp.Status))
+		return "", time.Time{}, failure.HTTPStatus(resp.StatusCode, fmt.Errorf("GET %s: %s", redact(u), resp.Status))
 	}
 	f, err := os.Create(file)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	h := sha256.New()
 	_, err = io.Copy(io.MultiWriter(f, h), resp.Body)
@@ -91,9 +98,10 @@ func download(ctx context.Context, c *http.Client, rawURL, file string) (string,
 		err = cerr
 	}
 	if err != nil {
-		return "", failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading: %w", err))
+		return "", time.Time{}, failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading: %w", err))
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	modified, _ := http.ParseTime(resp.Header.Get("Last-Modified"))
+	return hex.EncodeToString(h.Sum(nil)), modified, nil
 }
 
 // redact drops user info and the query, where signed URLs carry secrets.

@@ -17,7 +17,11 @@ func TestCopyOCI(t *testing.T) {
 	host := regtest.Start(t)
 	root := t.TempDir()
 	os.WriteFile(filepath.Join(root, "w.gguf"), []byte("weights"), 0o644)
-	files, _ := kitfile.List(root)
+	// An executable: the copy is byte for byte (same manifest digest, so
+	// the same layers), so its mode is kept too.
+	os.Mkdir(filepath.Join(root, "src"), 0o755)
+	os.WriteFile(filepath.Join(root, "src", "run.sh"), []byte("#!/bin/sh\n"), 0o755)
+	files, _ := kitfile.Scan(root)
 	src, _ := registry.Repository(host+"/src/model", registry.Options{PlainHTTP: true})
 	pushed, _, err := push.Push(t.Context(), src, root, kitfile.Generate(files), push.Options{Tag: "v1"})
 	if err != nil {
@@ -46,7 +50,7 @@ func TestCopyOCIRefusalNamesTheRightSide(t *testing.T) {
 	locked := regtest.StartWith(t, regtest.Options{Users: map[string]string{"alice": "pw"}}).Host
 	root := t.TempDir()
 	os.WriteFile(filepath.Join(root, "w.gguf"), []byte("weights"), 0o644)
-	files, _ := kitfile.List(root)
+	files, _ := kitfile.Scan(root)
 	pub, _ := registry.Repository(open+"/src/model", registry.Options{PlainHTTP: true})
 	if _, _, err := push.Push(t.Context(), pub, root, kitfile.Generate(files), push.Options{Tag: "v1"}); err != nil {
 		t.Fatal(err)

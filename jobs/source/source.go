@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
@@ -43,6 +44,13 @@ type Fetched struct {
 	Revision string
 	// Name is a default package name (the repository's or file's name).
 	Name string
+	// URL is where the content came from, without credentials or query,
+	// for the org.opencontainers.image.source annotation; empty for a volume.
+	URL string
+	// Time is the source's own time: the commit's, the Hub revision's, the
+	// server's Last-Modified, the newest file's on a volume. Zero when
+	// unknown. It is never the time of the run, so a re-run is identical.
+	Time time.Time
 }
 
 // Fetch dispatches to the source kind that is set. OCI sources are not

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
@@ -16,7 +17,7 @@ import (
 // findVolume resolves the source path inside the mounted PVC without copying:
 // the packer streams from there. The path must stay inside the mount even
 // after resolving symlinks. The revision fingerprints the file listing
-// (names, sizes, modification times), as reading every byte just to name the
+// (names, sizes, modification times, modes), as reading every byte just to name the
 // revision would double the work.
 func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 	p := path.Clean("/" + filepath.ToSlash(v.Path))
@@ -44,16 +45,22 @@ func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
 	}
 	h := sha256.New()
+	var newest time.Time
 	for _, f := range files {
 		st, err := os.Stat(filepath.Join(root, filepath.FromSlash(f.Path)))
 		if err != nil {
 			return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
 		}
-		fmt.Fprintf(h, "%q %d %d\n", f.Path, f.Size, st.ModTime().UnixNano())
+		// The mode is part of the layer, so it is part of the revision.
+		fmt.Fprintf(h, "%q %d %d %o\n", f.Path, f.Size, st.ModTime().UnixNano(), st.Mode())
+		if st.ModTime().After(newest) {
+			newest = st.ModTime()
+		}
 	}
 	name := v.ClaimName
 	if v.Path != "" {
 		name = path.Base(p)
 	}
-	return Fetched{Root: root, Revision: fmt.Sprintf("listing:sha256:%x", h.Sum(nil)), Name: name}, nil
+	// A volume is packed in place: modes and times are the files' own.
+	return Fetched{Root: root, Revision: fmt.Sprintf("listing:sha256:%x", h.Sum(nil)), Name: name, Time: newest}, nil
 }

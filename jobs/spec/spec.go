@@ -66,10 +66,12 @@ type Target struct {
 
 // Artifact is the job of `worker artifact`.
 type Artifact struct {
-	Source  v1alpha1.ArtifactSource `json:"source"`
-	Format  v1alpha1.PackFormat     `json:"format"`
-	Kitfile string                  `json:"kitfile,omitempty"`
-	Target  Target                  `json:"target"`
+	Source v1alpha1.ArtifactSource `json:"source"`
+	Format v1alpha1.PackFormat     `json:"format"`
+	// Compression of the layers; empty is none.
+	Compression v1alpha1.Compression `json:"compression,omitempty"`
+	Kitfile     string               `json:"kitfile,omitempty"`
+	Target      Target               `json:"target"`
 	// Annotations are added to the pushed manifest.
 	Annotations map[string]string `json:"annotations,omitempty"`
 }
