@@ -107,3 +107,19 @@ func run(m *testing.M, env **Env, startFn func() (*Env, error)) {
 
 // Stop shuts the control plane down.
 func (e *Env) Stop() error { return e.env.Stop() }
+
+// FluxDir returns the folder holding Flux's source-controller and
+// kustomize-controller binaries and their CRDs (crds/): from
+// PACKLINE_FLUX_DIR, else by running the cached build script.
+func FluxDir() (string, error) {
+	if dir := os.Getenv("PACKLINE_FLUX_DIR"); dir != "" {
+		return dir, nil
+	}
+	cmd := exec.Command(filepath.Join(RepoRoot(), "test", "tools", "flux.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("Flux controllers unavailable (run `make flux`): %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
