@@ -226,7 +226,8 @@ func waitAllReady(t *testing.T, ns string) time.Time {
 
 // assertOneJobPerAttempt checks what the informer saw against the
 // Artifacts' status: every attempt an Artifact made had exactly one Job,
-// the Jobs it has now are those, and it had exactly one workspace.
+// no Job was made for an attempt it did not make, the Jobs it has now are
+// those, it had exactly one workspace, and it reports what it pushed.
 func assertOneJobPerAttempt(t *testing.T, ns string, seen *children) {
 	var list v1alpha1.ArtifactList
 	if err := sb.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
@@ -242,38 +243,50 @@ func assertOneJobPerAttempt(t *testing.T, ns string, seen *children) {
 	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
+	var problems []string
 	attempts := map[int32]int{}
+	expected := map[string]bool{}
 	for _, a := range list.Items {
 		attempts[a.Status.Attempts]++
 		uid := string(a.UID)
 		for n := int32(1); n <= a.Status.Attempts; n++ {
 			key := fmt.Sprintf("%s g%d a%d", uid, a.Generation, n)
+			expected[key] = true
 			if got := seen.jobs[key]; len(got) != 1 {
-				t.Errorf("%s generation %d attempt %d: %d Jobs were created, want exactly 1: %v", a.Name, a.Generation, n, len(got), got)
+				problems = append(problems, fmt.Sprintf("%s generation %d attempt %d: %d Jobs created, want 1: %v", a.Name, a.Generation, n, len(got), sortedValues(got)))
 			}
 		}
+		if a.Status.Digest == "" || a.Status.Reference == "" {
+			problems = append(problems, fmt.Sprintf("%s: Ready without a digest and reference: %+v", a.Name, a.Status))
+		}
 		if now[uid] != int(a.Status.Attempts) {
-			t.Errorf("%s: %d Jobs exist for %d attempts", a.Name, now[uid], a.Status.Attempts)
+			problems = append(problems, fmt.Sprintf("%s: %d Jobs exist for %d attempts", a.Name, now[uid], a.Status.Attempts))
 		}
 		if got := len(seen.pvcs[uid]); got != 1 {
-			t.Errorf("%s: %d workspace PVCs were created, want exactly 1", a.Name, got)
+			problems = append(problems, fmt.Sprintf("%s: %d workspace PVCs created, want 1", a.Name, got))
 		}
-	}
-	var keys []string
-	for key, uids := range seen.jobs {
-		if len(uids) != 1 {
-			keys = append(keys, key)
-		}
-	}
-	sort.Strings(keys)
-	if len(keys) > 0 {
-		t.Errorf("more than one Job for (owner uid, generation, attempt): %s", strings.Join(keys, "; "))
 	}
 	total := 0
-	for _, uids := range seen.jobs {
+	for key, uids := range seen.jobs {
 		total += len(uids)
+		if !expected[key] {
+			problems = append(problems, fmt.Sprintf("Jobs for an attempt no Artifact made (%s): %v", key, sortedValues(uids)))
+		}
 	}
 	t.Logf("chaos: %d Jobs created in all; Artifacts by attempts: %v", total, attempts)
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		t.Errorf("%d problems, the first %d:\n%s", len(problems), min(10, len(problems)), strings.Join(problems[:min(10, len(problems))], "\n"))
+	}
+}
+
+func sortedValues(m map[string]string) []string {
+	var out []string
+	for _, v := range m {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // waitNothingLeft waits until the deleted Artifacts and every Job, pod and
