@@ -43,7 +43,7 @@ const (
 
 // TestChaosManagerKilledRepeatedly runs 100 Artifacts while the manager is
 // killed with SIGKILL at random 2–5 s intervals for a minute (downloads
-// held for the first 45 s, see chaosHold). Then all 100 converge to Ready;
+// held for the first 45–50 s, see chaosHold). Then all 100 converge to Ready;
 // the cluster never held more than one Job per (owner, generation,
 // attempt) nor more than one workspace per owner (an informer records every
 // Job and PVC ever created, so a duplicate that was later deleted still
@@ -104,10 +104,11 @@ func chaosSeed(t *testing.T) uint64 {
 // chaosDuration, restarting it after each kill as a crashed pod would be.
 // An interval counts from the previous kill, so a slow restart shortens
 // the next uptime (to nothing, if it took longer than the interval). The
-// held downloads are released after chaosHold. It leaves the manager running and
-// returns the number of kills, the time of the last one, and the manager's
-// total uptime between kills. The sleeps are the chaos schedule itself,
-// not synchronisation.
+// held downloads are released at the first kill after chaosHold. It leaves
+// the manager running and returns the number of kills, the time of the
+// last one, and the manager's total uptime between kills. The convergence
+// time counted from the last kill includes that restart. The sleeps are the
+// chaos schedule itself, not synchronisation.
 func killRepeatedly(t *testing.T, rng *rand.Rand, release func()) (kills int, last time.Time, uptime time.Duration) {
 	down := false
 	defer func() {
