@@ -135,7 +135,7 @@ func BenchmarkThousandArtifacts(b *testing.B) {
 	}
 }
 
-func createAll(b *testing.B, objs []client.Object, workers int) {
+func createAll(b testing.TB, objs []client.Object, workers int) {
 	ch := make(chan client.Object)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
