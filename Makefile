@@ -54,6 +54,10 @@ k8s-assets: ## Build or reuse kube-apiserver, kube-controller-manager and etcd i
 registry: ## Build or reuse the distribution v3 registry in the cache.
 	@test/tools/registry.sh >/dev/null
 
+.PHONY: flux
+flux: ## Build or reuse Flux's source-controller and kustomize-controller (and their CRDs) in the cache.
+	@test/tools/flux.sh >/dev/null
+
 ##@ Images
 
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -72,8 +76,8 @@ images: ## Build the manager and worker images without a daemon (OCI layout in d
 ##@ Tests
 
 .PHONY: test
-test: k8s-assets registry ## Run the whole test suite against a real apiserver and registry.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+test: k8s-assets registry flux ## Run the whole test suite against a real apiserver and registry.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m ./...
 
 # The packages whose tests need no API server (the real registry and Git
@@ -85,18 +89,18 @@ unit: registry ## Run the tests that need no API server (worker, pipeline builde
 	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
 
 .PHONY: bench
-bench: k8s-assets registry ## Run the benchmarks; they print ratios against baselines measured in the same run.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+bench: k8s-assets registry flux ## Run the benchmarks; they print ratios against baselines measured in the same run.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
 		go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 .PHONY: demo
-demo: build k8s-assets registry ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+demo: build k8s-assets registry flux ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
 		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(DEMO_FLAGS)
 
 .PHONY: e2e
-e2e: k8s-assets registry ## Run only the end-to-end suite on the sandbox (also part of `make test`).
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+e2e: k8s-assets registry flux ## Run only the end-to-end suite on the sandbox (also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/e2e
 
 .PHONY: fmt vet

@@ -10,7 +10,7 @@ import (
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -166,4 +166,13 @@ func TestClaimDeliveryWithoutFlux(t *testing.T) {
 	waitJob(t, ns, "after", 1, 1)
 }
 
-var _ = apiextensionsv1.JSON{}
+// labelNamespace sets a namespace's labels, as the platform would.
+func labelNamespace(t *testing.T, ns string, l map[string]string) {
+	t.Helper()
+	eventually(t, func(g Gomega) {
+		n := &corev1.Namespace{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, n)).To(Succeed())
+		n.Labels = l
+		g.Expect(env.Client.Update(context.Background(), n)).To(Succeed())
+	})
+}

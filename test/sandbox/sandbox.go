@@ -58,6 +58,9 @@ type Options struct {
 	// no webhook configuration. By default the manager serves the admission
 	// webhooks to the API server (see installWebhooks).
 	NoWebhooks bool
+	// FluxDir holds Flux's controllers and CRDs (test/tools/flux.sh); when
+	// set, the sandbox runs them, so delivered Claims are applied.
+	FluxDir string
 	// Images are extra images the process node runs, besides the worker.
 	Images map[string]procnode.Image
 	// Progress receives one line per step; component logs go to Dir/logs.
@@ -81,6 +84,7 @@ type Sandbox struct {
 	nodeCancel context.CancelFunc
 	nodeDone   chan error
 	manager    *proc
+	flux       []*proc
 	managerKC  string
 	ownDir     bool
 
@@ -95,7 +99,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot} {
+	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot, &o.FluxDir} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return nil, err
@@ -137,6 +141,13 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	if err := s.startNode(); err != nil {
 		return nil, err
+	}
+	if o.FluxDir != "" {
+		// Before the manager, so that it watches delivered Claims' Flux
+		// objects from the start.
+		if err := s.startFlux(); err != nil {
+			return nil, err
+		}
 	}
 	if o.ManagerBin != "" {
 		if err := s.StartManager(); err != nil {
@@ -292,6 +303,7 @@ func WorkerImageMapping(bin string) procnode.Image {
 // Stop shuts everything down in reverse order and waits for every process.
 func (s *Sandbox) Stop() {
 	s.StopManager()
+	s.stopFlux()
 	if s.mirrorCancel != nil {
 		s.mirrorCancel()
 	}

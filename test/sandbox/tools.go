@@ -53,6 +53,13 @@ func Defaults(o *Options, binDir string) error {
 			}
 		}
 	}
+	if o.FluxDir == "" {
+		if o.FluxDir = os.Getenv("PACKLINE_FLUX_DIR"); o.FluxDir == "" {
+			if o.FluxDir, err = script(o.RepoRoot, "flux.sh"); err != nil {
+				return err
+			}
+		}
+	}
 	if o.ManagerBin == "" || o.WorkerBin == "" {
 		if err := Build(o.RepoRoot, binDir); err != nil {
 			return err
