@@ -36,9 +36,9 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 	tpl := &v1alpha1.ClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "delivered-" + ns},
 		Spec: v1alpha1.ClaimTemplateSpec{
-			Source:  v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/code-server/base"},
-			Kinds:   []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}, {Group: "networking.k8s.io", Kind: "Ingress"}},
-			Service: "code-server",
+			Source:       v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/code-server/base"},
+			Kinds:        []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}, {Group: "networking.k8s.io", Kind: "Ingress"}},
+			Service:      "code-server",
 			ValuesSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`)},
 			Parameters: []v1alpha1.ParameterBinding{{Value: "replicas", Kind: "Replicas",
 				Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
@@ -83,7 +83,7 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 		d := condition(&c.Status.PipelineStatus, v1alpha1.ConditionDelivered)
 		g.Expect(d).NotTo(BeNil())
 		g.Expect(d.Status).To(Equal(metav1.ConditionFalse))
-		g.Expect(d.Message).To(ContainSubstring("system:serviceaccount:" + ns + ":deployer"), "applied as the tenant")
+		g.Expect(d.Message).To(ContainSubstring("system:serviceaccount:"+ns+":deployer"), "applied as the tenant")
 		g.Expect(d.Message).To(ContainSubstring("ingresses"))
 		g.Expect(isTrue(&c.Status.PipelineStatus, "Ready")).To(BeFalse())
 	}).Should(Succeed(), "logs in %s", logsHint())
