@@ -42,6 +42,9 @@ const (
 	// ReasonProfileInvalid: an EnvironmentProfile meant for the Claim's
 	// namespace is not valid; the Claim waits for an admin to fix it.
 	ReasonProfileInvalid = "ProfileInvalid"
+	// ReasonArtifactNotReady: an Artifact the Claim binds (an Artifact
+	// parameter) is missing or not Ready; the Claim waits for it.
+	ReasonArtifactNotReady = "ArtifactNotReady"
 )
 
 const templateRefIndex = "spec.templateRef.name"
@@ -98,6 +101,9 @@ type ClaimInputs struct {
 	// TemplateNamespace is where Claims of a private template render (the
 	// manager's --template-namespace).
 	TemplateNamespace string
+	// Artifacts are the Artifacts the Claim's Artifact bindings name, by
+	// name, from the Claim's namespace; a missing one is absent.
+	Artifacts map[string]*v1alpha1.Artifact
 }
 
 func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInputs, error) {
@@ -115,6 +121,21 @@ func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInp
 		return in, err
 	}
 	in.NamespaceLabels = ns.Labels
+	if in.Template != nil {
+		for _, name := range claims.BoundArtifacts(c, in.Template) {
+			a := &v1alpha1.Artifact{}
+			switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: name}, a); {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return in, err
+			default:
+				if in.Artifacts == nil {
+					in.Artifacts = map[string]*v1alpha1.Artifact{}
+				}
+				in.Artifacts[name] = a
+			}
+		}
+	}
 	var profiles v1alpha1.EnvironmentProfileList
 	if err := r.Client.List(ctx, &profiles); err != nil {
 		return in, err
@@ -201,10 +222,25 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	}
 	hints[failure.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)
+	values, params, refs, err := claims.ResolveArtifacts(c, tpl, in.Artifacts)
+	var notReady *claims.ArtifactNotReady
+	switch {
+	case errors.As(err, &notReady):
+		// The Artifact watch brings the Claim back when it is Ready.
+		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonArtifactNotReady, Message: err.Error(),
+			InputsHash: pipeline.InputsHash([]byte(hash), []byte(err.Error()))}
+	case err != nil:
+		return blocked(claims.ReasonInvalidValues, err)
+	}
+	if len(refs) > 0 {
+		// A new digest of a bound Artifact renders again.
+		hash = pipeline.InputsHash([]byte(hash), []byte(strings.Join(refs, "\n")))
+	}
 	tplSpec := *tpl.Spec.DeepCopy()
+	tplSpec.Parameters = params
 	// The worker applies only the chosen exposure's component.
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
-	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: c.Spec.Values,
+	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
 		Exposure: c.Spec.Exposure, Target: target}
 	var ws pipeline.WorkspaceParams
 	var resources *corev1.ResourceRequirements
@@ -297,6 +333,11 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.EnvironmentProfile{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(client.Object) []client.ListOption {
 			return nil
 		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A bound Artifact's new digest renders its Claims again; any
+		// Claim of the namespace may bind it, and the hash filters the rest.
+		Watches(&v1alpha1.Artifact{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
+			return []client.ListOption{client.InNamespace(o.GetNamespace())}
+		})), builder.WithPredicates(artifactReferenceChanged)).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
 			return []client.ListOption{client.InNamespace(o.GetName())}
 		})), builder.WithPredicates(predicate.LabelChangedPredicate{})).
@@ -328,6 +369,17 @@ var readyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	}
 	return ready(e.ObjectOld) != ready(e.ObjectNew)
 }}
+
+// artifactReferenceChanged passes an Artifact whose pushed reference or
+// phase changed: what a Claim's Artifact binding resolves to.
+var artifactReferenceChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return true },
+	DeleteFunc: func(event.DeleteEvent) bool { return true },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*v1alpha1.Artifact), e.ObjectNew.(*v1alpha1.Artifact)
+		return o.Status.Reference != n.Status.Reference || o.Status.Phase != n.Status.Phase
+	},
+}
 
 // claimsOf maps a changed dependency to the Claims that the options select.
 func (r *ClaimReconciler) claimsOf(opts func(client.Object) []client.ListOption) handler.MapFunc {

@@ -64,7 +64,7 @@ type ExposureOption struct {
 }
 
 // BindingKind says how a value is written into a rendered object.
-// +kubebuilder:validation:Enum=Replicas;Image;Resources;Env;Field
+// +kubebuilder:validation:Enum=Replicas;Image;Resources;Env;Field;Artifact
 type BindingKind string
 
 const (
@@ -73,6 +73,14 @@ const (
 	BindingResources BindingKind = "Resources"
 	BindingEnv       BindingKind = "Env"
 	BindingField     BindingKind = "Field"
+	// BindingArtifact takes the name of an Artifact in the Claim's namespace
+	// and writes its digest-pinned reference (repository@sha256:...) into
+	// fieldPath (for example an image volume's reference, the way model-spec
+	// means models to be mounted, or an init container's image), or into
+	// the env var envName. The Claim waits until the Artifact is Ready and
+	// renders again when its digest changes; the requester must be allowed
+	// to get the Artifact.
+	BindingArtifact BindingKind = "Artifact"
 )
 
 // ObjectSelector picks rendered objects by kind and name.
@@ -88,6 +96,7 @@ type ObjectSelector struct {
 // ParameterBinding moves one user value into a field of a rendered object.
 // +kubebuilder:validation:XValidation:rule="self.kind != 'Field' || (has(self.fieldPath) && self.fieldPath.size() > 0)",message="fieldPath is required when kind is Field",fieldPath=".fieldPath"
 // +kubebuilder:validation:XValidation:rule="self.kind != 'Env' || (has(self.envName) && self.envName.size() > 0)",message="envName is required when kind is Env",fieldPath=".envName"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'Artifact' || (has(self.fieldPath) && self.fieldPath.size() > 0) != (has(self.envName) && self.envName.size() > 0)",message="an Artifact binding needs exactly one of fieldPath and envName"
 type ParameterBinding struct {
 	// value is the top-level key in the Claim's values.
 	// +kubebuilder:validation:MinLength=1

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/claims"
 )
 
 // Right is one permission a spec needs, and the field that needs it.
@@ -204,6 +206,18 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 	}
 	if t := claim.Spec.Target; t != nil {
 		rights = append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+	}
+	// A bound Artifact's reference lands in the rendered workload: binding
+	// one is reading it.
+	bound := claims.BoundArtifacts(claim, tpl)
+	keys := make([]string, 0, len(bound))
+	for k := range bound {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		rights = append(rights, Right{Field: "spec.values." + k, Why: "binding Artifact " + bound[k],
+			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: "artifacts", Name: bound[k]}})
 	}
 	return rights, nil
 }

@@ -1,0 +1,90 @@
+package claims
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+// BoundArtifacts maps each value an Artifact binding reads to the Artifact
+// name the Claim gives it; values that are absent or not strings are left
+// to the schema.
+func BoundArtifacts(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) map[string]string {
+	values := map[string]any{}
+	if c.Spec.Values != nil && len(c.Spec.Values.Raw) > 0 {
+		_ = json.Unmarshal(c.Spec.Values.Raw, &values)
+	}
+	out := map[string]string{}
+	for _, b := range tpl.Spec.Parameters {
+		if b.Kind != v1alpha1.BindingArtifact {
+			continue
+		}
+		if name, ok := values[b.Value].(string); ok && name != "" {
+			out[b.Value] = name
+		}
+	}
+	return out
+}
+
+// ArtifactNotReady says which bound Artifact a Claim waits for.
+type ArtifactNotReady struct {
+	Value, Name, Why string
+}
+
+func (e *ArtifactNotReady) Error() string {
+	return fmt.Sprintf("spec.values.%s: Artifact %s %s; the Claim renders once it is Ready", e.Value, e.Name, e.Why)
+}
+
+// ResolveArtifacts rewrites a Claim's Artifact bindings for the worker: each
+// becomes a Field or Env binding, and its value the Artifact's
+// digest-pinned reference. artifacts holds the Claim namespace's Artifacts
+// by name (a missing one is absent). It returns the values and bindings to
+// render with, the references in value order (for the inputs hash), or
+// *ArtifactNotReady.
+func ResolveArtifacts(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, artifacts map[string]*v1alpha1.Artifact) (*apiextensionsv1.JSON, []v1alpha1.ParameterBinding, []string, error) {
+	params := make([]v1alpha1.ParameterBinding, len(tpl.Spec.Parameters))
+	for i, b := range tpl.Spec.Parameters {
+		// The worker knows Field and Env; an unset value is skipped there.
+		if b.Kind == v1alpha1.BindingArtifact {
+			b.Kind = v1alpha1.BindingField
+			if b.EnvName != "" {
+				b.Kind = v1alpha1.BindingEnv
+			}
+		}
+		params[i] = b
+	}
+	bound := BoundArtifacts(c, tpl)
+	if len(bound) == 0 {
+		return c.Spec.Values, params, nil, nil
+	}
+	values := map[string]any{}
+	if err := json.Unmarshal(c.Spec.Values.Raw, &values); err != nil {
+		return nil, nil, nil, err
+	}
+	keys := make([]string, 0, len(bound))
+	for k := range bound {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var refs []string
+	for _, k := range keys {
+		a := artifacts[bound[k]]
+		switch {
+		case a == nil:
+			return nil, nil, nil, &ArtifactNotReady{Value: k, Name: bound[k], Why: "does not exist in namespace " + c.Namespace}
+		case a.Status.Reference == "" || a.Status.ObservedGeneration != a.Generation || a.Status.Phase != v1alpha1.PhaseSucceeded:
+			return nil, nil, nil, &ArtifactNotReady{Value: k, Name: bound[k], Why: fmt.Sprintf("is not Ready (phase %q)", a.Status.Phase)}
+		}
+		values[k] = a.Status.Reference
+		refs = append(refs, k+"="+a.Status.Reference)
+	}
+	raw, err := json.Marshal(values)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &apiextensionsv1.JSON{Raw: raw}, params, refs, nil
+}

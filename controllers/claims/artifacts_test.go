@@ -1,0 +1,73 @@
+package claims
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+func TestResolveArtifacts(t *testing.T) {
+	const ref = "registry.example.com/models/llama@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	deploy := v1alpha1.ObjectSelector{Kind: "Deployment", Name: "vllm"}
+	tpl := &v1alpha1.ClaimTemplate{Spec: v1alpha1.ClaimTemplateSpec{Parameters: []v1alpha1.ParameterBinding{
+		{Value: "model", Kind: v1alpha1.BindingArtifact, Target: deploy, FieldPath: "/spec/template/spec/volumes/0/image/reference"},
+		{Value: "adapter", Kind: v1alpha1.BindingArtifact, Target: deploy, EnvName: "ADAPTER"},
+		{Value: "replicas", Kind: v1alpha1.BindingReplicas, Target: deploy},
+	}}}
+	ready := func(name, reference string) *v1alpha1.Artifact {
+		a := &v1alpha1.Artifact{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1}}
+		a.Status.ObservedGeneration, a.Status.Phase, a.Status.Reference = 1, v1alpha1.PhaseSucceeded, reference
+		return a
+	}
+	running := ready("llama", "")
+	running.Status.Phase = v1alpha1.PhaseRunning
+	cases := []struct {
+		name       string
+		values     string
+		artifacts  map[string]*v1alpha1.Artifact
+		wantValues string
+		wantRefs   []string
+		notReady   string
+	}{
+		{name: "no binding used", values: `{"replicas":2}`, wantValues: `{"replicas":2}`},
+		{name: "bound and ready", values: `{"model":"llama","replicas":2}`,
+			artifacts:  map[string]*v1alpha1.Artifact{"llama": ready("llama", ref)},
+			wantValues: `{"model":"` + ref + `","replicas":2}`, wantRefs: []string{"model=" + ref}},
+		{name: "missing", values: `{"model":"llama"}`, notReady: "does not exist"},
+		{name: "still running", values: `{"model":"llama"}`, artifacts: map[string]*v1alpha1.Artifact{"llama": running}, notReady: "is not Ready"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Namespace: "ml"}, Spec: v1alpha1.ClaimSpec{Values: js(tc.values)}}
+			values, params, refs, err := ResolveArtifacts(c, tpl, tc.artifacts)
+			var nr *ArtifactNotReady
+			if tc.notReady != "" {
+				if !errors.As(err, &nr) || nr.Value != "model" || nr.Name != "llama" {
+					t.Fatalf("err = %v, want ArtifactNotReady for spec.values.model", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(values.Raw) != tc.wantValues {
+				t.Errorf("values = %s, want %s", values.Raw, tc.wantValues)
+			}
+			if diff := cmp.Diff(tc.wantRefs, refs); diff != "" {
+				t.Errorf("refs (-want +got):\n%s", diff)
+			}
+			for _, p := range params {
+				if p.Kind == v1alpha1.BindingArtifact {
+					t.Errorf("an Artifact binding reached the worker: %+v", p)
+				}
+			}
+			if len(tc.wantRefs) > 0 && (params[0].Kind != v1alpha1.BindingField || params[1].Kind != v1alpha1.BindingEnv) {
+				t.Errorf("bindings = %+v, want Field and Env", params)
+			}
+		})
+	}
+}
