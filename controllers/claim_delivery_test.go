@@ -11,6 +11,8 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,8 +45,10 @@ func installFlux(t *testing.T) {
 			t.Errorf("uninstalling Flux CRDs: %v", err)
 		}
 		eventually(t, func(g Gomega) {
-			err := env.Client.List(context.Background(), &kustomizev1.KustomizationList{})
-			g.Expect(apimeta.IsNoMatchError(err)).To(BeTrue(), "Flux CRDs still served: %v", err)
+			for _, crd := range crds {
+				err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CRD %s still there: %v", crd.Name, err)
+			}
 		})
 	})
 }
