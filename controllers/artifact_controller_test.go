@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,6 +44,8 @@ func eventually(t *testing.T, f func(g Gomega)) {
 
 func TestArtifactSucceeds(t *testing.T) {
 	startManager(t)
+	runs := metricDelta(t, "packline_runs_total", map[string]string{"kind": "Artifact", "result": "succeeded"})
+	durations := metricDelta(t, "packline_run_duration_seconds", map[string]string{"kind": "Artifact", "result": "succeeded"})
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "tiny"}
 	create(t, makeArtifact(key.Name, ns).Obj())
@@ -88,6 +91,10 @@ func TestArtifactSucceeds(t *testing.T) {
 		g.Expect(actions).To(HaveKey("Running"))
 		g.Expect(actions).To(HaveKey("Succeeded"))
 	})
+	// At least this run's: other tests' leftovers may move them too.
+	g := NewWithT(t)
+	g.Expect(runs()).To(BeNumerically(">=", 1))
+	g.Expect(durations()).To(BeNumerically(">=", 1))
 }
 
 func TestArtifactInvalidResultFailsOnce(t *testing.T) {
@@ -113,38 +120,62 @@ func TestArtifactInvalidResultFailsOnce(t *testing.T) {
 	}
 }
 
+// TestArtifactRetriesThenStalls steps the manager's clock through the
+// backoff: each failed attempt is Retrying, with its next attempt due one
+// backoff later, and no new Job starts until the clock gets there.
 func TestArtifactRetriesThenStalls(t *testing.T) {
-	startManager(t)
+	// Whole seconds: status times are stored with second precision.
+	clock := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	startManager(t, func(c *pipeline.Config) {
+		c.Now, c.BackoffBase, c.BackoffCap = clock.Now, time.Second, 2*time.Second
+	})
+	retries := metricDelta(t, "packline_retries_total", map[string]string{"kind": "Artifact"})
+	failedRuns := metricDelta(t, "packline_runs_total", map[string]string{"kind": "Artifact", "result": "failed"})
+	durations := metricDelta(t, "packline_run_duration_seconds", map[string]string{"kind": "Artifact", "result": "failed"})
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "flaky"}
 	create(t, makeArtifact(key.Name, ns).RetryLimit(2).Obj())
 
-	for attempt := 1; attempt <= 3; attempt++ {
-		job := waitJob(t, ns, key.Name, 1, attempt)
-		runJob(t, job, 1, retryable)
-		if attempt < 3 {
-			eventually(t, func(g Gomega) {
-				a := getArtifact(g, key)
-				g.Expect(a.Status.Attempts).To(BeNumerically(">=", attempt))
-				if a.Status.Attempts == int32(attempt) {
-					g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRetrying))
-					g.Expect(a.Status.NextAttemptTime).NotTo(BeNil())
-				}
-			})
-		}
+	g := NewWithT(t)
+	// base·2^(attempt-1), capped: the retries of attempts 1 and 2.
+	for i, backoff := range []time.Duration{time.Second, 2 * time.Second} {
+		attempt := i + 1
+		runJob(t, waitJob(t, ns, key.Name, 1, attempt), 1, retryable)
+		due := clock.Now().Add(backoff)
+		eventually(t, func(g Gomega) {
+			a := getArtifact(g, key)
+			g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRetrying))
+			g.Expect(a.Status.Attempts).To(Equal(int32(attempt)))
+			g.Expect(a.Status.NextAttemptTime).NotTo(BeNil())
+			g.Expect(a.Status.NextAttemptTime.Time).To(BeTemporally("==", due))
+			g.Expect(condition(a, v1alpha1.ConditionReconciling).Message).To(ContainSubstring(
+				fmt.Sprintf("attempt %d failed: 503 from registry; retrying in %s", attempt, backoff)))
+		})
+		// The clock has not moved, so the backoff holds the next attempt
+		// past the manager's own requeue (after backoff, in real time).
+		g.Consistently(func(g Gomega) {
+			g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(attempt))
+		}).WithTimeout(backoff + 500*time.Millisecond).WithPolling(100 * time.Millisecond).Should(Succeed())
+		clock.Step(backoff)
 	}
+	runJob(t, waitJob(t, ns, key.Name, 1, 3), 1, retryable)
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		g.Expect(a.Status.Attempts).To(Equal(int32(3)))
+		g.Expect(a.Status.NextAttemptTime).To(BeNil())
 		st := condition(a, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
 		g.Expect(st.Reason).To(Equal("RegistryUnavailable"))
 		g.Expect(st.Message).To(ContainSubstring("retryLimit is 2"))
 	})
-	NewWithT(t).Consistently(func(g Gomega) {
+	g.Consistently(func(g Gomega) {
 		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(3))
 	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	// At least this run's: other tests' leftovers may move them too.
+	g.Expect(retries()).To(BeNumerically(">=", 2))
+	g.Expect(failedRuns()).To(BeNumerically(">=", 1))
+	g.Expect(durations()).To(BeNumerically(">=", 1))
 }
 
 func TestArtifactPermanentFailureStallsAtOnce(t *testing.T) {

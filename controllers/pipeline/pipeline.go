@@ -58,6 +58,9 @@ type Config struct {
 	// JobManagedBy (--job-managed-by) is set as spec.managedBy on queued
 	// Jobs: kueue.x-k8s.io/multikueue dispatches them to a worker cluster.
 	JobManagedBy string
+	// Now is the manager's clock; nil is time.Now. Tests step it through a
+	// retry backoff, so that they see each Retrying phase for certain.
+	Now func() time.Time
 }
 
 // DefaultTemplateNamespace is the manager's own namespace ($POD_NAMESPACE),
@@ -160,7 +163,6 @@ type Pipeline struct {
 	// CleanupPlacement, when set, places deletionPolicy Delete's cleanup
 	// Jobs; by default they run in the owner's namespace with its target.
 	CleanupPlacement CleanupPlacement
-	Now              func() time.Time
 }
 
 // Reconcile runs the steps in order and patches status once, at the end.
@@ -253,8 +255,8 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 }
 
 func (p *Pipeline) now() time.Time {
-	if p.Now != nil {
-		return p.Now()
+	if p.Config.Now != nil {
+		return p.Config.Now()
 	}
 	return time.Now()
 }
