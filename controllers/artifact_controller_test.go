@@ -48,7 +48,7 @@ func TestArtifactSucceeds(t *testing.T) {
 	durations := metricDelta(t, "packline_run_duration_seconds", map[string]string{"kind": "Artifact", "result": "succeeded"})
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "tiny"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 
 	job := waitJob(t, ns, key.Name, 1, 1)
 	eventually(t, func(g Gomega) {
@@ -103,7 +103,7 @@ func TestArtifactInvalidResultFailsOnce(t *testing.T) {
 			startManager(t)
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "bad-" + name}
-			create(t, makeArtifact(key.Name, ns).Obj())
+			create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 			runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, msg)
 			eventually(t, func(g Gomega) {
 				a := getArtifact(g, key)
@@ -134,7 +134,7 @@ func TestArtifactRetriesThenStalls(t *testing.T) {
 	durations := metricDelta(t, "packline_run_duration_seconds", map[string]string{"kind": "Artifact", "result": "failed"})
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "flaky"}
-	create(t, makeArtifact(key.Name, ns).RetryLimit(2).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).RetryLimit(2).Obj())
 
 	g := NewWithT(t)
 	// base·2^(attempt-1), capped: the retries of attempts 1 and 2.
@@ -182,8 +182,7 @@ func TestArtifactPermanentFailureStallsAtOnce(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "denied"}
-	a := makeArtifact(key.Name, ns).RetryLimit(5).Obj()
-	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-registry"}
+	a := wrappers.MakeArtifact(key.Name, ns).RetryLimit(5).PushSecret("team-registry").Obj()
 	create(t, a)
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
 	eventually(t, func(g Gomega) {
@@ -215,7 +214,7 @@ func TestSpecEditRestarts(t *testing.T) {
 			startManager(t)
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "edit"}
-			create(t, makeArtifact(key.Name, ns).Obj())
+			create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 			old := waitJob(t, ns, key.Name, 1, 1)
 			setup(t, old)
 			eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(wantPhase[name])) })
@@ -253,7 +252,7 @@ func TestManagerRestartMidRun(t *testing.T) {
 	stop := startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "restart"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	pod := runPod(t, job)
 	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
@@ -284,7 +283,7 @@ func TestLongName(t *testing.T) {
 	ns := newNamespace(t)
 	name := strings.Repeat("m", 63)
 	key := client.ObjectKey{Namespace: ns, Name: name}
-	create(t, makeArtifact(name, ns).Obj())
+	create(t, wrappers.MakeArtifact(name, ns).Obj())
 	job := waitJob(t, ns, name, 1, 1)
 	if len(job.Name) > 63 {
 		t.Fatalf("Job name %q is %d characters", job.Name, len(job.Name))
@@ -297,7 +296,7 @@ func TestQueuedJob(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "queued"}
-	create(t, makeArtifact(key.Name, ns).Queue("gpu").Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Queue("gpu").Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	if !*job.Spec.Suspend || job.Labels[pipeline.QueueLabel] != "gpu" {
 		t.Fatalf("queued Job: suspend=%v labels=%v", *job.Spec.Suspend, job.Labels)
@@ -326,7 +325,7 @@ func TestJobDeletedByTTLKeepsStatus(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "ttl"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	runJob(t, job, 0, okResult(digest))
 	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
@@ -355,7 +354,7 @@ func TestWorkerServiceAccountMissing(t *testing.T) {
 	startManager(t, func(c *pipeline.Config) { c.WorkerServiceAccount = "packline-worker" })
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "no-sa"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhasePending))
@@ -379,7 +378,7 @@ func TestCredentialsNeverReachStatusOrEvents(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "leaky"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	const (
 		pass = "Pa55wordMARKER1"
 		sig  = "SigMARKER2"
@@ -417,8 +416,7 @@ func TestMissingSecretReported(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "nosecret"}
-	a := makeArtifact(key.Name, ns).Obj()
-	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-push"}
+	a := wrappers.MakeArtifact(key.Name, ns).PushSecret("team-push").Obj()
 	create(t, a)
 	job := waitJob(t, ns, key.Name, 1, 1)
 	ctx := context.Background()
@@ -456,7 +454,7 @@ func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "again"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	old := waitJob(t, ns, key.Name, 1, 1)
 	ctx := context.Background()
 	first := &v1alpha1.Artifact{}
@@ -471,7 +469,7 @@ func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, key, &v1alpha1.Artifact{})).NotTo(Succeed())
 	})
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.UID).NotTo(Equal(first.UID))
@@ -497,8 +495,7 @@ func TestRerunAnnotation(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "rerun"}
-	a := makeArtifact(key.Name, ns).Obj()
-	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-registry"}
+	a := wrappers.MakeArtifact(key.Name, ns).PushSecret("team-registry").Obj()
 	create(t, a)
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
 	eventually(t, func(g Gomega) {
@@ -549,7 +546,7 @@ func TestWorkspaceRejectedShowsInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKey{Namespace: ns, Name: "quota"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	eventually(t, func(g Gomega) {
 		ready := condition(getArtifact(g, key), v1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())
