@@ -1,6 +1,8 @@
 package wrappers
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -69,6 +71,12 @@ func (w *ArtifactWrapper) HTTP(url string) *ArtifactWrapper {
 	return w
 }
 
+// SHA256 sets the HTTP source's expected digest (hex).
+func (w *ArtifactWrapper) SHA256(sum string) *ArtifactWrapper {
+	w.Spec.Source.HTTP.SHA256 = sum
+	return w
+}
+
 // OCI sets an OCI artifact source.
 func (w *ArtifactWrapper) OCI(ref string) *ArtifactWrapper {
 	w.Spec.Source = v1alpha1.ArtifactSource{OCI: &v1alpha1.OCISource{Reference: ref}}
@@ -117,6 +125,21 @@ func (w *ArtifactWrapper) RetryLimit(n int32) *ArtifactWrapper { w.Spec.RetryLim
 // Queue sets spec.queueName.
 func (w *ArtifactWrapper) Queue(q string) *ArtifactWrapper { w.Spec.QueueName = q; return w }
 
+// Format sets spec.format.
+func (w *ArtifactWrapper) Format(f v1alpha1.PackFormat) *ArtifactWrapper { w.Spec.Format = f; return w }
+
+// Timeout sets spec.timeout.
+func (w *ArtifactWrapper) Timeout(d time.Duration) *ArtifactWrapper {
+	w.Spec.Timeout = &metav1.Duration{Duration: d}
+	return w
+}
+
+// Workspace sets spec.workspace.size.
+func (w *ArtifactWrapper) Workspace(size string) *ArtifactWrapper {
+	w.Spec.Workspace = &v1alpha1.WorkspaceSpec{Size: ptr.To(resource.MustParse(size))}
+	return w
+}
+
 // DeletionPolicy sets spec.deletionPolicy.
 func (w *ArtifactWrapper) DeletionPolicy(p v1alpha1.DeletionPolicy) *ArtifactWrapper {
 	w.Spec.DeletionPolicy = p
@@ -152,6 +175,15 @@ func (w *ClaimWrapper) Exposure(e v1alpha1.ExposureType) *ClaimWrapper {
 	w.Spec.Exposure.Type = e
 	return w
 }
+
+// NodePort exposes the Claim as a NodePort on port.
+func (w *ClaimWrapper) NodePort(port int32) *ClaimWrapper {
+	w.Spec.Exposure.Type, w.Spec.Exposure.NodePort = v1alpha1.ExposureNodePort, &port
+	return w
+}
+
+// Host sets spec.exposure.host.
+func (w *ClaimWrapper) Host(h string) *ClaimWrapper { w.Spec.Exposure.Host = h; return w }
 
 // Target sets spec.target.
 func (w *ClaimWrapper) Target(t v1alpha1.Target) *ClaimWrapper { w.Spec.Target = &t; return w }
@@ -248,6 +280,12 @@ func (w *ClaimTemplateWrapper) Exposures(types ...v1alpha1.ExposureType) *ClaimT
 	return w
 }
 
+// Expose adds an exposure type on offer, with its Kustomize component.
+func (w *ClaimTemplateWrapper) Expose(t v1alpha1.ExposureType, component string) *ClaimTemplateWrapper {
+	w.Spec.Exposures = append(w.Spec.Exposures, v1alpha1.ExposureOption{Type: t, Component: component})
+	return w
+}
+
 // RepositoryPrefix sets the prefix of the Claims' target repositories.
 func (w *ClaimTemplateWrapper) RepositoryPrefix(p string) *ClaimTemplateWrapper {
 	w.Spec.RepositoryPrefix = p
@@ -318,6 +356,12 @@ func (w *EnvironmentProfileWrapper) RuntimeClass(c string) *EnvironmentProfileWr
 // NodeSelector sets spec.nodeSelector.
 func (w *EnvironmentProfileWrapper) NodeSelector(s map[string]string) *EnvironmentProfileWrapper {
 	w.Spec.NodeSelector = s
+	return w
+}
+
+// Tolerations sets spec.tolerations.
+func (w *EnvironmentProfileWrapper) Tolerations(t ...corev1.Toleration) *EnvironmentProfileWrapper {
+	w.Spec.Tolerations = t
 	return w
 }
 
