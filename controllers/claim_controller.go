@@ -7,18 +7,22 @@ import (
 	"fmt"
 	"strings"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/failure"
@@ -51,6 +55,9 @@ type ClaimReconciler struct {
 	// when the manager runs without webhooks.
 	Sealer  *entitlement.Sealer
 	Checker *entitlement.Checker
+	// WatchesFlux is set when the Flux CRDs were served at start, so the
+	// Claim watches its Kustomization; otherwise delivery polls.
+	WatchesFlux bool
 }
 
 // +kubebuilder:rbac:groups=packline.dev,resources=claims,verbs=get;list;watch;update;patch
@@ -75,6 +82,9 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if err != nil {
 			return work, err
 		}
+		profile, _ := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
+		d, _ := delivery.Resolve(c, profileSpec(profile)) // ClaimWork checked it
+		work.After = r.deliver(c, d, in.Template.Spec.Private())
 		return work, r.entitle(ctx, c, in.Template, work)
 	})
 }
@@ -122,6 +132,14 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 			Message:    fmt.Sprintf("spec.templateRef: ClaimTemplate %q does not exist; waiting for it to be created", c.Spec.TemplateRef.Name),
 			InputsHash: pipeline.InputsHash([]byte("no-template"), []byte(c.Spec.TemplateRef.Name))}
 	}
+	if cond := templateNotReady(tpl); cond != nil && cond.Reason != ReasonInvalidTemplate {
+		// The template's check failed: rendering this Claim would fail the
+		// same way. The template watch brings the Claim back once it passes.
+		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotReady,
+			Message: fmt.Sprintf("spec.templateRef: ClaimTemplate %s is not ready (%s: %s); the Claim renders once a platform admin fixes it",
+				tpl.Name, cond.Reason, cond.Message),
+			InputsHash: pipeline.InputsHash([]byte("template-not-ready"), []byte(tpl.Name), []byte(cond.Reason), []byte(cond.Message))}
+	}
 	profile, err := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
 	var broken *claims.ProfileError
 	if errors.As(err, &broken) {
@@ -144,6 +162,9 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	}
 	if tpl.Spec.Private() && in.TemplateNamespace == "" {
 		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name))
+	}
+	if _, err := delivery.Resolve(c, profileSpec(profile)); err != nil {
+		return blocked(delivery.ReasonServiceAccountRequired, err)
 	}
 	// Both hold: Violations checked them.
 	exposure, _ := claims.CheckExposure(tpl, c.Spec.Exposure)
@@ -223,6 +244,13 @@ func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Obj
 		InsecureSkipTLSVerify: t.InsecureSkipTLSVerify, PushSecretRef: tpl.Spec.PushSecretRef}, nil
 }
 
+func profileSpec(p *v1alpha1.EnvironmentProfile) *v1alpha1.EnvironmentProfileSpec {
+	if p == nil {
+		return nil
+	}
+	return &p.Spec
+}
+
 // claimInputsHash covers the template, the chosen profile and the claim
 // spec: a change to any of them renders again, even with no new generation.
 //
@@ -257,7 +285,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	r.Pipeline.CleanupPlacement = r.cleanupPlacement
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Claim{}, builder.WithPredicates(specOrAnnotationChanged)).
 		// By label, not owner reference: a private template's Jobs are in
 		// the template namespace, where no owner reference can point.
@@ -265,7 +293,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
 		Watches(&v1alpha1.ClaimTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
 			return []client.ListOption{client.MatchingFields{templateRefIndex: o.GetName()}}
-		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		})), builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, readyChanged))).
 		Watches(&v1alpha1.EnvironmentProfile{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(client.Object) []client.ListOption {
 			return nil
 		})), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -273,9 +301,33 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []client.ListOption{client.InNamespace(o.GetName())}
 		})), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("claim").
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)})
+	// A watch on a kind the cluster does not serve would stop the manager;
+	// without Flux, delivered Claims report FluxNotInstalled and poll.
+	if _, err := mgr.GetRESTMapper().RESTMapping(kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind).GroupKind(), kustomizev1.GroupVersion.Version); err == nil {
+		r.WatchesFlux = true
+		b = b.Owns(&kustomizev1.Kustomization{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+	}
+	return b.Complete(r)
 }
+
+// readyChanged passes an update whose Ready condition changed status or
+// reason: a template's check passing or failing decides whether its Claims
+// wait (see templateNotReady).
+var readyChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	ready := func(o client.Object) string {
+		t, ok := o.(*v1alpha1.ClaimTemplate)
+		if !ok {
+			return ""
+		}
+		c := apimeta.FindStatusCondition(t.Status.Conditions, v1alpha1.ConditionReady)
+		if c == nil {
+			return ""
+		}
+		return string(c.Status) + "/" + c.Reason
+	}
+	return ready(e.ObjectOld) != ready(e.ObjectNew)
+}}
 
 // claimsOf maps a changed dependency to the Claims that the options select.
 func (r *ClaimReconciler) claimsOf(opts func(client.Object) []client.ListOption) handler.MapFunc {

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/pipeline"
 )
 
 // ClaimTemplateReconciler tells admins whether a template is usable, so a
@@ -23,9 +26,13 @@ type ClaimTemplateReconciler struct {
 	Client client.Client
 	// Mapper tells whether the cluster serves the kinds a template declares.
 	Mapper apimeta.RESTMapper
+	// Checker, when set, renders each valid template once per generation
+	// (see TemplateChecker); without it, Ready reflects validation only.
+	Checker *TemplateChecker
 }
 
 // +kubebuilder:rbac:groups=packline.dev,resources=claimtemplates/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 
 // Reconcile validates one ClaimTemplate.
 func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -34,12 +41,19 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	base := tpl.DeepCopy()
+	v := validity{&tpl.Status.Conditions, &tpl.Status.ObservedGeneration}
 	err := ValidateTemplate(tpl)
 	if err == nil {
 		err = r.kindsServed(tpl)
 	}
-	return ctrl.Result{}, reportValidity(ctx, r.Client, tpl, base,
-		validity{&tpl.Status.Conditions, &tpl.Status.ObservedGeneration}, "template", ReasonInvalidTemplate, err)
+	if err != nil || r.Checker == nil {
+		return ctrl.Result{}, reportValidity(ctx, r.Client, tpl, base, v, "template", ReasonInvalidTemplate, err)
+	}
+	cond, res, err := r.Checker.check(ctx, tpl)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return res, reportReady(ctx, r.Client, tpl, base, v, cond)
 }
 
 // ValidateTemplate checks what the CRD schema cannot: the values schema
@@ -119,10 +133,24 @@ func exposureComponents(tpl *v1alpha1.ClaimTemplate) []string {
 	return out
 }
 
+// checkOwner maps a check Job or pod to its (cluster-scoped) template.
+func checkOwner(_ context.Context, o client.Object) []ctrl.Request {
+	l := o.GetLabels()
+	if l[pipeline.LabelOwnerKind] != "ClaimTemplate" || l[pipeline.LabelOwnerName] == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Name: l[pipeline.LabelOwnerName]}}}
+}
+
 // SetupWithManager watches ClaimTemplates.
 func (r *ClaimTemplateReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.ClaimTemplate{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Named("claimtemplate").
-		Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&v1alpha1.ClaimTemplate{}, builder.WithPredicates(specOrAnnotationChanged)).
+		Named("claimtemplate")
+	if r.Checker != nil {
+		// Check Jobs and pods carry the template's name in their labels.
+		b = b.Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(checkOwner)).
+			Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(checkOwner))
+	}
+	return b.Complete(r)
 }

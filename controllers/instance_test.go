@@ -56,9 +56,11 @@ func TestInstances(t *testing.T) {
 	// Move the running blue Artifact to the default instance.
 	pod := runPod(t, blueJob)
 	key := client.ObjectKey{Namespace: ns, Name: "for-blue"}
-	moved := getArtifact(g, key)
-	delete(moved.Labels, pipeline.LabelInstance)
-	g.Expect(env.Client.Update(context.Background(), moved)).To(Succeed())
+	eventually(t, func(g Gomega) {
+		moved := getArtifact(g, key)
+		delete(moved.Labels, pipeline.LabelInstance)
+		g.Expect(env.Client.Update(context.Background(), moved)).To(Succeed())
+	})
 	eventually(t, func(g Gomega) {
 		jobs := jobsOf(g, ns, "for-blue")
 		g.Expect(jobs).To(HaveLen(1))

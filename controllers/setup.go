@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +23,9 @@ func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	_ = clientgoscheme.AddToScheme(s)
 	_ = v1alpha1.AddToScheme(s)
+	// Flux's kinds, for delivered Claims (controllers/delivery).
+	_ = sourcev1.AddToScheme(s)
+	_ = kustomizev1.AddToScheme(s)
 	return s
 }
 
@@ -79,8 +84,15 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if cfg.Instance != "" {
+		return nil
+	}
 	if err := (&EnvironmentProfileReconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&ClaimTemplateReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}).SetupWithManager(mgr)
+	tr := &ClaimTemplateReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper()}
+	if cfg.TemplateCheck {
+		tr.Checker = &TemplateChecker{Client: mgr.GetClient(), Config: cfg}
+	}
+	return tr.SetupWithManager(mgr)
 }

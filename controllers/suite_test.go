@@ -39,6 +39,9 @@ func testConfig() pipeline.Config {
 	cfg.WorkerImage = "packline-worker:test"
 	cfg.BackoffBase = 200 * time.Millisecond
 	cfg.BackoffCap = time.Second
+	// No Job controller runs here, so a template's check would never end;
+	// TestTemplateCheck turns it on and plays the Job itself.
+	cfg.TemplateCheck = false
 	return cfg
 }
 

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/redact"
 )
 
 // validity is the status an admin-written object (ClaimTemplate,
@@ -26,11 +27,16 @@ func reportValidity(ctx context.Context, c client.Client, obj, base client.Objec
 	if err != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, invalidReason, err.Error()
 	}
-	before := append([]metav1.Condition(nil), *v.conditions...)
-	beforeGen := *v.observed
+	return reportReady(ctx, c, obj, base, v, cond)
+}
+
+// reportReady sets cond and patches status when anything in it changed
+// since base (a caller may have changed more of the status).
+func reportReady(ctx context.Context, c client.Client, obj, base client.Object, v validity, cond metav1.Condition) error {
+	cond.Message = redact.String(cond.Message)
 	apimeta.SetStatusCondition(v.conditions, cond)
 	*v.observed = obj.GetGeneration()
-	if beforeGen == *v.observed && equality.Semantic.DeepEqual(before, *v.conditions) {
+	if equality.Semantic.DeepEqual(base, obj) {
 		return nil
 	}
 	return c.Status().Patch(ctx, obj, client.MergeFrom(base))

@@ -64,6 +64,11 @@ type ClaimSpec struct {
 	// +optional
 	Target *Target `json:"target,omitempty"`
 
+	// delivery deploys the pushed manifests; by default the namespace's
+	// EnvironmentProfile decides (and without one, nothing is delivered).
+	// +optional
+	Delivery *Delivery `json:"delivery,omitempty"`
+
 	PipelineSpec `json:",inline"`
 }
 
@@ -77,6 +82,8 @@ type ClaimSpec struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Digest",type=string,JSONPath=`.status.digest`
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
+// +kubebuilder:printcolumn:name="Delivered",type=string,JSONPath=`.status.conditions[?(@.type=="Delivered")].status`
+// +kubebuilder:printcolumn:name="Applied",type=string,JSONPath=`.status.delivery.lastAppliedRevision`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters so that derived object names and labels stay valid"
 type Claim struct {
@@ -85,9 +92,9 @@ type Claim struct {
 
 	// spec is the claim.
 	Spec ClaimSpec `json:"spec"`
-	// status is the observed state of the render pipeline.
+	// status is the observed state of the render pipeline and delivery.
 	// +optional
-	Status PipelineStatus `json:"status,omitempty"`
+	Status ClaimStatus `json:"status,omitempty"`
 }
 
 // ClaimList is a list of Claims.

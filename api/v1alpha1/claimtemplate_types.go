@@ -265,6 +265,33 @@ type ClaimTemplateStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// check is the last check render of the template: the same render a
+	// Claim runs, with the values schema's defaults (or first examples), the
+	// first exposure on offer and no profile, pushing nothing.
+	// +optional
+	Check *TemplateCheck `json:"check,omitempty"`
+}
+
+// TemplateCheck is the outcome of a template's check render.
+type TemplateCheck struct {
+	// observedGeneration is the template generation the check rendered.
+	ObservedGeneration int64 `json:"observedGeneration"`
+	// inputsHash identifies the template spec and re-run request checked.
+	// +optional
+	InputsHash string `json:"inputsHash,omitempty"`
+	// resolvedCommit is the Git commit spec.source.ref resolved to.
+	// +optional
+	ResolvedCommit string `json:"resolvedCommit,omitempty"`
+	// kinds the template rendered, as Kind or Kind.group.
+	// +optional
+	// +listType=set
+	Kinds []string `json:"kinds,omitempty"`
+	// jobRef names the check Job, in the manager's template namespace.
+	// +optional
+	JobRef string `json:"jobRef,omitempty"`
+	// completionTime is when the check finished.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
 }
 
 // ClaimTemplate is an admin-published workload template: a Kustomize target in
@@ -274,6 +301,8 @@ type ClaimTemplateStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=ctpl,categories=packline
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.source.url`
 // +kubebuilder:printcolumn:name="Path",type=string,JSONPath=`.spec.source.path`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.check.resolvedCommit`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClaimTemplate struct {
 	metav1.TypeMeta   `json:",inline"`

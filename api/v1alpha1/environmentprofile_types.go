@@ -75,6 +75,10 @@ type EnvironmentProfileSpec struct {
 	// labels are added to every rendered object.
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
+
+	// delivery is the default for Claims that set no spec.delivery.
+	// +optional
+	Delivery *ProfileDelivery `json:"delivery,omitempty"`
 }
 
 // EnvironmentProfile is the environment overlay for Claims in the namespaces

@@ -13,7 +13,7 @@ func (a *Artifact) GetPipelineStatus() *PipelineStatus { return &a.Status }
 func (c *Claim) GetPipelineSpec() *PipelineSpec { return &c.Spec.PipelineSpec }
 
 // GetPipelineStatus returns the status the pipeline writes.
-func (c *Claim) GetPipelineStatus() *PipelineStatus { return &c.Status }
+func (c *Claim) GetPipelineStatus() *PipelineStatus { return &c.Status.PipelineStatus }
 
 // GetPushTarget returns where the run pushes; the cleanup Job of
 // deletionPolicy Delete uses the same credentials.
@@ -27,3 +27,6 @@ func (c *Claim) GetPushTarget() Target {
 	}
 	return *c.Spec.Target
 }
+
+// GetExtraStatus is the part of a Claim's status outside PipelineStatus.
+func (c *Claim) GetExtraStatus() any { return c.Status.Delivery }

@@ -56,8 +56,13 @@ func (o Owner) OwnerLabels() map[string]string {
 // RemoteFinalizer deletes it with o.
 func (o Owner) placement(ns string) (string, map[string]string, []metav1.OwnerReference) {
 	labels := o.OwnerLabels()
-	if ns == "" || ns == o.Namespace {
-		return o.Namespace, labels, []metav1.OwnerReference{o.ref()}
+	// A cluster-scoped owner (a ClaimTemplate's check) may own objects in
+	// any namespace.
+	if ns == "" || ns == o.Namespace || o.Namespace == "" {
+		if ns == "" {
+			ns = o.Namespace
+		}
+		return ns, labels, []metav1.OwnerReference{o.ref()}
 	}
 	labels[LabelOwnerNamespace] = o.Namespace
 	return ns, labels, nil

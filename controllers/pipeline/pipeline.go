@@ -58,6 +58,9 @@ type Config struct {
 	// JobManagedBy (--job-managed-by) is set as spec.managedBy on queued
 	// Jobs: kueue.x-k8s.io/multikueue dispatches them to a worker cluster.
 	JobManagedBy string
+	// TemplateCheck (--template-check) renders every valid ClaimTemplate
+	// once per generation in TemplateNamespace, before Claims rely on it.
+	TemplateCheck bool
 	// Now is the manager's clock; nil is time.Now. Tests step it through a
 	// retry backoff, so that they see each Retrying phase for certain.
 	Now func() time.Time
@@ -92,6 +95,7 @@ func DefaultConfig() Config {
 
 		MaxConcurrentReconciles: 4,
 		TemplateNamespace:       DefaultTemplateNamespace(),
+		TemplateCheck:           true,
 	}
 }
 
@@ -100,6 +104,12 @@ type Object interface {
 	client.Object
 	GetPipelineSpec() *v1alpha1.PipelineSpec
 	GetPipelineStatus() *v1alpha1.PipelineStatus
+}
+
+// ExtraStatus is an Object whose status holds more than PipelineStatus
+// (a Claim's delivery): finish patches it when that part changed too.
+type ExtraStatus interface {
+	GetExtraStatus() any
 }
 
 // Work is what a kind's reconciler asks the pipeline to run.
@@ -124,6 +134,10 @@ type Work struct {
 	// name what the user must fix (for example the Secret behind a 401),
 	// which the worker cannot know.
 	Hints map[string]string
+	// After is the kind's own last step (a Claim's delivery), run after the
+	// run's steps when nothing blocked the run. It may change the object's
+	// status; finish patches it with the rest (see ExtraStatus).
+	After func(ctx context.Context) (ctrl.Result, error)
 	// Namespace runs the Job and holds the workspace; empty means the
 	// owner's. Elsewhere, children carry no owner reference (it cannot
 	// cross namespaces) but the owner-namespace label, and RemoteFinalizer
@@ -236,6 +250,14 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 	if s.blocked == nil {
 		if err := p.releaseWorkspace(ctx, s); err != nil {
 			return ctrl.Result{}, err
+		}
+		if s.work.After != nil {
+			r, err := s.work.After(ctx)
+			if err != nil {
+				reportStepError(s, err)
+				return ctrl.Result{}, err
+			}
+			res = lowestRequeue(res, r)
 		}
 	}
 	return res, nil

@@ -60,7 +60,7 @@ func (p *Pipeline) finish(ctx context.Context, s *scope) error {
 	if st.Phase == v1alpha1.PhasePending && apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady) == nil {
 		setProgress(st, "Pending", "run is starting")
 	}
-	if equality.Semantic.DeepEqual(st, s.before) {
+	if equality.Semantic.DeepEqual(st, s.before) && !extraChanged(s) {
 		return nil
 	}
 	if err := p.Client.Status().Patch(ctx, s.obj, client.MergeFrom(s.base)); err != nil {
@@ -70,6 +70,14 @@ func (p *Pipeline) finish(ctx context.Context, s *scope) error {
 		p.phaseChanged(s)
 	}
 	return nil
+}
+
+func extraChanged(s *scope) bool {
+	now, ok := s.obj.(ExtraStatus)
+	if !ok {
+		return false
+	}
+	return !equality.Semantic.DeepEqual(now.GetExtraStatus(), s.base.(ExtraStatus).GetExtraStatus())
 }
 
 func (p *Pipeline) phaseChanged(s *scope) {

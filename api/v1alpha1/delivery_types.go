@@ -1,0 +1,85 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Delivery is how a Claim's pushed manifests reach the cluster.
+type Delivery struct {
+	// flux makes the manager keep a Flux OCIRepository, pinned to the pushed
+	// digest, and a Kustomization applying it, in the Claim's namespace and
+	// owned by the Claim.
+	// +optional
+	Flux *FluxDelivery `json:"flux,omitempty"`
+}
+
+// FluxDelivery configures the Flux objects of a delivered Claim.
+type FluxDelivery struct {
+	// serviceAccountName is the ServiceAccount, in the Claim's namespace,
+	// that kustomize-controller impersonates to apply the manifests, so they
+	// are applied with the tenant's rights, never with Flux's own. A Claim's
+	// value overrides its profile's.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+
+	// prune deletes objects that a new digest no longer renders, and
+	// everything applied when the Claim is deleted. Default true.
+	// +optional
+	Prune *bool `json:"prune,omitempty"`
+
+	// wait makes Ready wait for the applied objects to be healthy (Flux's
+	// spec.wait). Default true.
+	// +optional
+	Wait *bool `json:"wait,omitempty"`
+
+	// timeout of one apply (and health wait). Default 5m.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// interval between Flux reconciles of the objects. Default 10m.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+}
+
+// ProfileDelivery is an EnvironmentProfile's delivery default.
+type ProfileDelivery struct {
+	// flux turns Flux delivery on for Claims of matching namespaces that do
+	// not set spec.delivery; its fields are their defaults.
+	// +optional
+	Flux *FluxDelivery `json:"flux,omitempty"`
+
+	// requireServiceAccount refuses to deliver a Claim whose Flux delivery
+	// names no serviceAccountName (neither here nor on the Claim).
+	// +optional
+	RequireServiceAccount bool `json:"requireServiceAccount,omitempty"`
+}
+
+// DeliveryStatus is what Flux reported about a delivered Claim.
+type DeliveryStatus struct {
+	// ociRepository and kustomization name the Flux objects, in the Claim's namespace.
+	// +optional
+	OCIRepository string `json:"ociRepository,omitempty"`
+	// +optional
+	Kustomization string `json:"kustomization,omitempty"`
+	// lastAppliedRevision is the revision Flux last applied.
+	// +optional
+	LastAppliedRevision string `json:"lastAppliedRevision,omitempty"`
+}
+
+// ClaimStatus is the observed state of a Claim: its render pipeline and,
+// when delivered, what Flux applied.
+type ClaimStatus struct {
+	PipelineStatus `json:",inline"`
+
+	// delivery is set when spec.delivery (or the profile) delivers the Claim.
+	// +optional
+	Delivery *DeliveryStatus `json:"delivery,omitempty"`
+}
+
+// Conditions and reasons of delivered Claims.
+const (
+	// ConditionDelivered mirrors the Flux Kustomization's Ready.
+	ConditionDelivered = "Delivered"
+	// ConditionDrifted: Flux applied a revision that is not the Claim's digest.
+	ConditionDrifted = "Drifted"
+)

@@ -1,0 +1,213 @@
+// Package delivery turns a Claim's pushed digest into the two Flux objects
+// that deploy it, and reads back what Flux applied. Plan and the builders
+// are pure, so each rule is a table test; the reconcile step that creates
+// the objects lives with the Claim controller.
+package delivery
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/packline/packline/api/v1alpha1"
+)
+
+// Reasons a delivered Claim reports.
+const (
+	// ReasonServiceAccountRequired: the profile requires a tenant identity
+	// for Flux and neither it nor the Claim names one.
+	ReasonServiceAccountRequired = "ServiceAccountRequired"
+	// ReasonFluxNotInstalled: the Flux CRDs are absent.
+	ReasonFluxNotInstalled = "FluxNotInstalled"
+	// ReasonDelivering: Flux has not applied the digest yet.
+	ReasonDelivering = "Delivering"
+	// ReasonRevisionMismatch: Flux applied another revision than the digest.
+	ReasonRevisionMismatch = "RevisionMismatch"
+)
+
+// Defaults of spec.delivery.flux.
+const (
+	DefaultServiceAccount = "default"
+	DefaultTimeout        = 5 * time.Minute
+	DefaultInterval       = 10 * time.Minute
+)
+
+// FluxCRDs are what delivery needs installed, named in FluxNotInstalled.
+const FluxCRDs = "ocirepositories.source.toolkit.fluxcd.io and kustomizations.kustomize.toolkit.fluxcd.io"
+
+// Plan is what the Flux objects of one Claim say.
+type Plan struct {
+	// Name of both objects and Namespace of the Claim.
+	Name, Namespace string
+	// Repository (no scheme) and Digest pin the OCIRepository.
+	Repository, Digest string
+	Insecure           bool
+	// PullSecret and CASecret are the Claim's push and CA Secrets, which
+	// the OCIRepository reads in the same namespace; empty for none.
+	PullSecret, CASecret string
+	ServiceAccount       string
+	Prune, Wait          bool
+	Timeout, Interval    time.Duration
+}
+
+// Resolve returns the effective Flux delivery of a Claim: its own, else its
+// profile's, merged field by field over the profile's; nil when neither
+// delivers. It refuses a Claim that names no ServiceAccount when the
+// profile requires one. Without one, Flux applies as the namespace's
+// "default" ServiceAccount, never as its own controller account.
+func Resolve(c *v1alpha1.Claim, profile *v1alpha1.EnvironmentProfileSpec) (*v1alpha1.FluxDelivery, error) {
+	var pd *v1alpha1.ProfileDelivery
+	if profile != nil {
+		pd = profile.Delivery
+	}
+	var own *v1alpha1.FluxDelivery
+	if c.Spec.Delivery != nil {
+		own = c.Spec.Delivery.Flux
+	}
+	if own == nil && (pd == nil || pd.Flux == nil) {
+		return nil, nil
+	}
+	eff := &v1alpha1.FluxDelivery{}
+	if pd != nil && pd.Flux != nil {
+		eff = pd.Flux.DeepCopy()
+	}
+	if own != nil {
+		if own.ServiceAccountName != "" {
+			eff.ServiceAccountName = own.ServiceAccountName
+		}
+		if own.Prune != nil {
+			eff.Prune = own.Prune
+		}
+		if own.Wait != nil {
+			eff.Wait = own.Wait
+		}
+		if own.Timeout != nil {
+			eff.Timeout = own.Timeout
+		}
+		if own.Interval != nil {
+			eff.Interval = own.Interval
+		}
+	}
+	if eff.ServiceAccountName == "" && pd != nil && pd.RequireServiceAccount {
+		return nil, fmt.Errorf("spec.delivery.flux.serviceAccountName: the EnvironmentProfile of namespace %s requires the ServiceAccount Flux applies as; name one of this namespace", c.Namespace)
+	}
+	return eff, nil
+}
+
+// NewPlan is the plan for a Claim whose render pushed repository@digest.
+func NewPlan(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, private bool) Plan {
+	t := c.GetPushTarget()
+	p := Plan{
+		Name: c.Name, Namespace: c.Namespace,
+		Repository: strings.TrimSuffix(c.Status.Reference, "@"+c.Status.Digest), Digest: c.Status.Digest,
+		Insecure:       t.PlainHTTP,
+		ServiceAccount: d.ServiceAccountName,
+		Prune:          ptr.Deref(d.Prune, true), Wait: ptr.Deref(d.Wait, true),
+		Timeout: DefaultTimeout, Interval: DefaultInterval,
+	}
+	// A private template's Claims push with the template's Secret, in the
+	// template namespace, which a tenant's OCIRepository cannot read.
+	if !private {
+		if t.PushSecretRef != nil {
+			p.PullSecret = t.PushSecretRef.Name
+		}
+		if t.CASecretRef != nil {
+			p.CASecret = t.CASecretRef.Name
+		}
+	}
+	if p.ServiceAccount == "" {
+		p.ServiceAccount = DefaultServiceAccount
+	}
+	if d.Timeout != nil {
+		p.Timeout = d.Timeout.Duration
+	}
+	if d.Interval != nil {
+		p.Interval = d.Interval.Duration
+	}
+	return p
+}
+
+// OCIRepository pins the pushed digest: a tag could move under it.
+func OCIRepository(p Plan) *sourcev1.OCIRepository {
+	r := &sourcev1.OCIRepository{
+		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.OCIRepositoryKind},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+	}
+	SetOCIRepositorySpec(r, p)
+	return r
+}
+
+// SetOCIRepositorySpec writes the plan into an existing object's spec.
+func SetOCIRepositorySpec(r *sourcev1.OCIRepository, p Plan) {
+	r.Spec.URL = "oci://" + p.Repository
+	r.Spec.Reference = &sourcev1.OCIRepositoryRef{Digest: p.Digest}
+	r.Spec.Insecure = p.Insecure
+	r.Spec.Interval = metav1.Duration{Duration: p.Interval}
+	r.Spec.SecretRef, r.Spec.CertSecretRef = nil, nil
+	if p.PullSecret != "" {
+		r.Spec.SecretRef = &meta.LocalObjectReference{Name: p.PullSecret}
+	}
+	if p.CASecret != "" {
+		r.Spec.CertSecretRef = &meta.LocalObjectReference{Name: p.CASecret}
+	}
+}
+
+// Kustomization applies the artifact as the tenant's ServiceAccount, into
+// the Claim's namespace.
+func Kustomization(p Plan) *kustomizev1.Kustomization {
+	k := &kustomizev1.Kustomization{
+		TypeMeta:   metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+	}
+	SetKustomizationSpec(k, p)
+	return k
+}
+
+// SetKustomizationSpec writes the plan into an existing object's spec.
+func SetKustomizationSpec(k *kustomizev1.Kustomization, p Plan) {
+	k.Spec.SourceRef = kustomizev1.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: p.Name}
+	k.Spec.Path = "./"
+	k.Spec.TargetNamespace = p.Namespace
+	k.Spec.ServiceAccountName = p.ServiceAccount
+	k.Spec.Prune = p.Prune
+	k.Spec.Wait = p.Wait
+	k.Spec.Timeout = &metav1.Duration{Duration: p.Timeout}
+	k.Spec.Interval = metav1.Duration{Duration: p.Interval}
+}
+
+// Observed is what Flux reports about a Claim's delivery.
+type Observed struct {
+	// Delivered mirrors the Kustomization's Ready: status, reason, message.
+	Delivered metav1.Condition
+	// Applied is the Kustomization's lastAppliedRevision.
+	Applied string
+	// Drifted is set when Flux applied a revision other than the digest.
+	Drifted bool
+	// Done: the digest is applied and healthy.
+	Done bool
+}
+
+// Observe reads a Kustomization (nil: not created yet) against the digest.
+func Observe(k *kustomizev1.Kustomization, digest string) Observed {
+	o := Observed{Delivered: metav1.Condition{Type: v1alpha1.ConditionDelivered, Status: metav1.ConditionUnknown,
+		Reason: ReasonDelivering, Message: "waiting for Flux to apply " + digest}}
+	if k == nil {
+		return o
+	}
+	o.Applied = k.Status.LastAppliedRevision
+	o.Drifted = o.Applied != "" && !strings.HasSuffix(o.Applied, digest)
+	ready := apimeta.FindStatusCondition(k.Status.Conditions, meta.ReadyCondition)
+	if ready == nil || ready.ObservedGeneration != k.Generation {
+		return o
+	}
+	o.Delivered.Status, o.Delivered.Reason, o.Delivered.Message = ready.Status, ready.Reason, ready.Message
+	o.Done = ready.Status == metav1.ConditionTrue && !o.Drifted && o.Applied != ""
+	return o
+}
