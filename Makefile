@@ -88,6 +88,15 @@ UNIT_PKGS := ./jobs/... ./cmd/worker ./controllers/pipeline ./controllers/claims
 unit: registry ## Run the tests that need no API server (worker, pipeline builders, rules).
 	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
 
+# Tests gated by PACKLINE_SLOW=1, too slow for every make test: the
+# multi-architecture image build (make test builds the host's platform only).
+SLOW_PKGS := ./images/imagebuild
+
+.PHONY: test-slow
+test-slow: registry ## Run the slow tests (PACKLINE_SLOW=1): the amd64+arm64 image build. CI runs it.
+	PACKLINE_SLOW=1 PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m $(SLOW_PKGS)
+
 .PHONY: bench
 bench: k8s-assets registry flux ## Run the benchmarks; they print ratios against baselines measured in the same run.
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \

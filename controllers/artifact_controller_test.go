@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,9 +44,11 @@ func eventually(t *testing.T, f func(g Gomega)) {
 
 func TestArtifactSucceeds(t *testing.T) {
 	startManager(t)
+	runs := metricDelta(t, "packline_runs_total", map[string]string{"kind": "Artifact", "result": "succeeded"})
+	durations := metricDelta(t, "packline_run_duration_seconds", map[string]string{"kind": "Artifact", "result": "succeeded"})
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "tiny"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 
 	job := waitJob(t, ns, key.Name, 1, 1)
 	eventually(t, func(g Gomega) {
@@ -88,6 +91,10 @@ func TestArtifactSucceeds(t *testing.T) {
 		g.Expect(actions).To(HaveKey("Running"))
 		g.Expect(actions).To(HaveKey("Succeeded"))
 	})
+	// At least this run's: other tests' leftovers may move them too.
+	g := NewWithT(t)
+	g.Expect(runs()).To(BeNumerically(">=", 1))
+	g.Expect(durations()).To(BeNumerically(">=", 1))
 }
 
 func TestArtifactInvalidResultFailsOnce(t *testing.T) {
@@ -96,7 +103,7 @@ func TestArtifactInvalidResultFailsOnce(t *testing.T) {
 			startManager(t)
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "bad-" + name}
-			create(t, makeArtifact(key.Name, ns).Obj())
+			create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 			runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, msg)
 			eventually(t, func(g Gomega) {
 				a := getArtifact(g, key)
@@ -113,46 +120,69 @@ func TestArtifactInvalidResultFailsOnce(t *testing.T) {
 	}
 }
 
+// TestArtifactRetriesThenStalls steps the manager's clock through the
+// backoff: each failed attempt is Retrying, with its next attempt due one
+// backoff later, and no new Job starts until the clock gets there.
 func TestArtifactRetriesThenStalls(t *testing.T) {
-	startManager(t)
+	// Whole seconds: status times are stored with second precision.
+	clock := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	startManager(t, func(c *pipeline.Config) {
+		c.Now, c.BackoffBase, c.BackoffCap = clock.Now, time.Second, 2*time.Second
+	})
+	retries := metricDelta(t, "packline_retries_total", map[string]string{"kind": "Artifact"})
+	failedRuns := metricDelta(t, "packline_runs_total", map[string]string{"kind": "Artifact", "result": "failed"})
+	durations := metricDelta(t, "packline_run_duration_seconds", map[string]string{"kind": "Artifact", "result": "failed"})
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "flaky"}
-	create(t, makeArtifact(key.Name, ns).RetryLimit(2).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).RetryLimit(2).Obj())
 
-	for attempt := 1; attempt <= 3; attempt++ {
-		job := waitJob(t, ns, key.Name, 1, attempt)
-		runJob(t, job, 1, retryable)
-		if attempt < 3 {
-			eventually(t, func(g Gomega) {
-				a := getArtifact(g, key)
-				g.Expect(a.Status.Attempts).To(BeNumerically(">=", attempt))
-				if a.Status.Attempts == int32(attempt) {
-					g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRetrying))
-					g.Expect(a.Status.NextAttemptTime).NotTo(BeNil())
-				}
-			})
-		}
+	g := NewWithT(t)
+	// base·2^(attempt-1), capped: the retries of attempts 1 and 2.
+	for i, backoff := range []time.Duration{time.Second, 2 * time.Second} {
+		attempt := i + 1
+		runJob(t, waitJob(t, ns, key.Name, 1, attempt), 1, retryable)
+		due := clock.Now().Add(backoff)
+		eventually(t, func(g Gomega) {
+			a := getArtifact(g, key)
+			g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseRetrying))
+			g.Expect(a.Status.Attempts).To(Equal(int32(attempt)))
+			g.Expect(a.Status.NextAttemptTime).NotTo(BeNil())
+			g.Expect(a.Status.NextAttemptTime.Time).To(BeTemporally("==", due))
+			g.Expect(condition(a, v1alpha1.ConditionReconciling).Message).To(ContainSubstring(
+				fmt.Sprintf("attempt %d failed: 503 from registry; retrying in %s", attempt, backoff)))
+		})
+		// The clock has not moved, so the backoff holds the next attempt
+		// past the manager's own requeue (after backoff, in real time).
+		g.Consistently(func(g Gomega) {
+			g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(attempt))
+		}).WithTimeout(backoff + 500*time.Millisecond).WithPolling(100 * time.Millisecond).Should(Succeed())
+		clock.Step(backoff)
 	}
+	runJob(t, waitJob(t, ns, key.Name, 1, 3), 1, retryable)
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		g.Expect(a.Status.Attempts).To(Equal(int32(3)))
+		g.Expect(a.Status.NextAttemptTime).To(BeNil())
 		st := condition(a, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
 		g.Expect(st.Reason).To(Equal("RegistryUnavailable"))
 		g.Expect(st.Message).To(ContainSubstring("retryLimit is 2"))
 	})
-	NewWithT(t).Consistently(func(g Gomega) {
+	g.Consistently(func(g Gomega) {
 		g.Expect(jobsOf(g, ns, key.Name)).To(HaveLen(3))
 	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+	// At least this run's: other tests' leftovers may move them too.
+	g.Expect(retries()).To(BeNumerically(">=", 2))
+	g.Expect(failedRuns()).To(BeNumerically(">=", 1))
+	g.Expect(durations()).To(BeNumerically(">=", 1))
 }
 
 func TestArtifactPermanentFailureStallsAtOnce(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "denied"}
-	a := makeArtifact(key.Name, ns).RetryLimit(5).Obj()
-	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-registry"}
+	a := wrappers.MakeArtifact(key.Name, ns).RetryLimit(5).PushSecret("team-registry").Obj()
 	create(t, a)
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
 	eventually(t, func(g Gomega) {
@@ -184,7 +214,7 @@ func TestSpecEditRestarts(t *testing.T) {
 			startManager(t)
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "edit"}
-			create(t, makeArtifact(key.Name, ns).Obj())
+			create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 			old := waitJob(t, ns, key.Name, 1, 1)
 			setup(t, old)
 			eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(wantPhase[name])) })
@@ -222,7 +252,7 @@ func TestManagerRestartMidRun(t *testing.T) {
 	stop := startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "restart"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	pod := runPod(t, job)
 	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
@@ -253,7 +283,7 @@ func TestLongName(t *testing.T) {
 	ns := newNamespace(t)
 	name := strings.Repeat("m", 63)
 	key := client.ObjectKey{Namespace: ns, Name: name}
-	create(t, makeArtifact(name, ns).Obj())
+	create(t, wrappers.MakeArtifact(name, ns).Obj())
 	job := waitJob(t, ns, name, 1, 1)
 	if len(job.Name) > 63 {
 		t.Fatalf("Job name %q is %d characters", job.Name, len(job.Name))
@@ -266,7 +296,7 @@ func TestQueuedJob(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "queued"}
-	create(t, makeArtifact(key.Name, ns).Queue("gpu").Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Queue("gpu").Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	if !*job.Spec.Suspend || job.Labels[pipeline.QueueLabel] != "gpu" {
 		t.Fatalf("queued Job: suspend=%v labels=%v", *job.Spec.Suspend, job.Labels)
@@ -295,7 +325,7 @@ func TestJobDeletedByTTLKeepsStatus(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "ttl"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	runJob(t, job, 0, okResult(digest))
 	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
@@ -324,7 +354,7 @@ func TestWorkerServiceAccountMissing(t *testing.T) {
 	startManager(t, func(c *pipeline.Config) { c.WorkerServiceAccount = "packline-worker" })
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "no-sa"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhasePending))
@@ -348,7 +378,7 @@ func TestCredentialsNeverReachStatusOrEvents(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "leaky"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	const (
 		pass = "Pa55wordMARKER1"
 		sig  = "SigMARKER2"
@@ -386,8 +416,7 @@ func TestMissingSecretReported(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "nosecret"}
-	a := makeArtifact(key.Name, ns).Obj()
-	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-push"}
+	a := wrappers.MakeArtifact(key.Name, ns).PushSecret("team-push").Obj()
 	create(t, a)
 	job := waitJob(t, ns, key.Name, 1, 1)
 	ctx := context.Background()
@@ -425,7 +454,7 @@ func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "again"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	old := waitJob(t, ns, key.Name, 1, 1)
 	ctx := context.Background()
 	first := &v1alpha1.Artifact{}
@@ -440,7 +469,7 @@ func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, key, &v1alpha1.Artifact{})).NotTo(Succeed())
 	})
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.UID).NotTo(Equal(first.UID))
@@ -466,8 +495,7 @@ func TestRerunAnnotation(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "rerun"}
-	a := makeArtifact(key.Name, ns).Obj()
-	a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: "team-registry"}
+	a := wrappers.MakeArtifact(key.Name, ns).PushSecret("team-registry").Obj()
 	create(t, a)
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 1, permanent)
 	eventually(t, func(g Gomega) {
@@ -518,7 +546,7 @@ func TestWorkspaceRejectedShowsInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKey{Namespace: ns, Name: "quota"}
-	create(t, makeArtifact(key.Name, ns).Obj())
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
 	eventually(t, func(g Gomega) {
 		ready := condition(getArtifact(g, key), v1alpha1.ConditionReady)
 		g.Expect(ready).NotTo(BeNil())

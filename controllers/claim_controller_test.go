@@ -4,7 +4,6 @@ import (
 	"context"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/utils/ptr"
 	"strings"
 	"testing"
 	"time"
@@ -20,34 +19,8 @@ import (
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/wrappers"
 )
-
-// ClaimWrapper builds Claims fluently.
-type ClaimWrapper struct{ v1alpha1.Claim }
-
-func makeClaim(name, ns, tpl string) *ClaimWrapper {
-	return &ClaimWrapper{v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.ClaimSpec{TemplateRef: v1alpha1.TemplateReference{Name: tpl}}}}
-}
-
-func (w *ClaimWrapper) Values(v string) *ClaimWrapper {
-	w.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(v)}
-	return w
-}
-func (w *ClaimWrapper) Obj() *v1alpha1.Claim { return &w.Claim }
-
-func makeTemplate(name string) *v1alpha1.ClaimTemplate {
-	return &v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClaimTemplateSpec{
-		Source:           v1alpha1.TemplateSource{URL: "https://git.example.com/tpl.git", Ref: "main", Path: "apps/code-server/base"},
-		Kinds:            []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
-		ValuesSchema:     &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3}}}`)},
-		Parameters:       []v1alpha1.ParameterBinding{{Value: "replicas", Kind: v1alpha1.BindingReplicas, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
-		RepositoryPrefix: "registry.example.com/claims",
-		// These tests drive the pipeline without the admission webhook;
-		// controllers/admission tests entitlement with it.
-		Access: v1alpha1.Access{RequireClaimVerb: ptr.To(false)},
-	}}
-}
 
 func getClaim(g Gomega, key client.ObjectKey) *v1alpha1.Claim {
 	c := &v1alpha1.Claim{}
@@ -72,7 +45,7 @@ func TestClaimWaitsForTemplateThenRenders(t *testing.T) {
 	ns := newNamespace(t)
 	tplName := ns + "-tpl"
 	key := client.ObjectKey{Namespace: ns, Name: "ide"}
-	create(t, makeClaim(key.Name, ns, tplName).Values(`{"replicas":2}`).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, tplName).Values(`{"replicas":2}`).Obj())
 	eventually(t, func(g Gomega) {
 		c := getClaim(g, key)
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhasePending))
@@ -83,7 +56,7 @@ func TestClaimWaitsForTemplateThenRenders(t *testing.T) {
 		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
 	})
 
-	create(t, makeTemplate(tplName))
+	create(t, wrappers.MakeClaimTemplate(tplName).Open().Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	if got := job.Spec.Template.Spec.Containers[0].Args; len(got) != 1 || got[0] != "claim" {
 		t.Fatalf("worker args = %v", got)
@@ -123,9 +96,9 @@ func TestClaimWaitsForTemplateThenRenders(t *testing.T) {
 func TestClaimInvalidValuesStall(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	create(t, makeTemplate(ns+"-tpl"))
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	key := client.ObjectKey{Namespace: ns, Name: "too-big"}
-	create(t, makeClaim(key.Name, ns, ns+"-tpl").Values(`{"replicas":9}`).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, ns+"-tpl").Values(`{"replicas":9}`).Obj())
 	eventually(t, func(g Gomega) {
 		c := getClaim(g, key)
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
@@ -147,19 +120,17 @@ func TestClaimInvalidValuesStall(t *testing.T) {
 func TestClaimProfileAndAccess(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	tpl := makeTemplate(ns + "-tpl")
-	tpl.Spec.Access.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": ns}}
+	tpl := wrappers.MakeClaimTemplate(ns + "-tpl").Open().ForNamespaces(map[string]string{"tenant": ns}).Obj()
 	create(t, tpl)
 	for _, p := range []struct {
 		name string
 		prio int32
 	}{{ns + "-low", 1}, {ns + "-high", 5}} {
-		create(t, &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: p.name}, Spec: v1alpha1.EnvironmentProfileSpec{
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"site": ns}},
-			Priority:          p.prio, StorageClassName: p.name, RuntimeClassName: "nvidia"}})
+		create(t, wrappers.MakeEnvironmentProfile(p.name, map[string]string{"site": ns}).
+			Priority(p.prio).StorageClass(p.name).RuntimeClass("nvidia").Obj())
 	}
 	key := client.ObjectKey{Namespace: ns, Name: "gpu"}
-	create(t, makeClaim(key.Name, ns, tpl.Name).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, tpl.Name).Obj())
 	eventually(t, func(g Gomega) {
 		st := apimeta.FindStatusCondition(getClaim(g, key).Status.Conditions, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
@@ -186,7 +157,7 @@ func TestClaimProfileAndAccess(t *testing.T) {
 func TestClaimTemplateStatus(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	bad := makeTemplate(ns + "-bad")
+	bad := wrappers.MakeClaimTemplate(ns + "-bad").Open().Obj()
 	bad.Spec.Parameters[0].Value = "replcias"
 	create(t, bad)
 	eventually(t, func(g Gomega) {
@@ -204,7 +175,7 @@ func TestClaimTemplateStatus(t *testing.T) {
 func TestClaimTemplateUnknownKind(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	tpl := makeTemplate(ns + "-widget")
+	tpl := wrappers.MakeClaimTemplate(ns + "-widget").Open().Obj()
 	tpl.Spec.Kinds = append(tpl.Spec.Kinds, v1alpha1.RenderedKind{Group: "example.com", Kind: "Widget"})
 	create(t, tpl)
 	eventually(t, func(g Gomega) {
@@ -222,10 +193,10 @@ func TestClaimTemplateUnknownKind(t *testing.T) {
 func TestClaimSpecTooLarge(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	create(t, makeTemplate(ns+"-tpl"))
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	key := client.ObjectKey{Namespace: ns, Name: "huge"}
 	big := strings.Repeat("x", 130<<10)
-	create(t, makeClaim(key.Name, ns, ns+"-tpl").Values(`{"replicas":1,"notes":"`+big+`"}`).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, ns+"-tpl").Values(`{"replicas":1,"notes":"`+big+`"}`).Obj())
 	eventually(t, func(g Gomega) {
 		c := getClaim(g, key)
 		st := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled)
@@ -243,14 +214,13 @@ func TestClaimSpecTooLarge(t *testing.T) {
 func TestClaimWorkerResources(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	create(t, makeTemplate(ns+"-tpl"))
-	create(t, &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: ns + "-gpu"}, Spec: v1alpha1.EnvironmentProfileSpec{
-		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-		WorkerResources: &corev1.ResourceRequirements{
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+	create(t, wrappers.MakeEnvironmentProfile(ns+"-gpu", map[string]string{"kubernetes.io/metadata.name": ns}).
+		WorkerResources(corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
-		}}})
-	c := makeClaim("res", ns, ns+"-tpl").Obj()
+		}).Obj())
+	c := wrappers.MakeClaim("res", ns, ns+"-tpl").Obj()
 	c.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")}}
 	create(t, c)
 	job := waitJob(t, ns, "res", 1, 1)
@@ -275,11 +245,10 @@ func TestClaimWorkerResources(t *testing.T) {
 func TestClaimAccessGrantedByLabel(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	tpl := makeTemplate(ns + "-tpl")
-	tpl.Spec.Access.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": ns}}
+	tpl := wrappers.MakeClaimTemplate(ns + "-tpl").Open().ForNamespaces(map[string]string{"tenant": ns}).Obj()
 	create(t, tpl)
 	key := client.ObjectKey{Namespace: ns, Name: "later"}
-	create(t, makeClaim(key.Name, ns, tpl.Name).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, tpl.Name).Obj())
 	eventually(t, func(g Gomega) {
 		st := apimeta.FindStatusCondition(getClaim(g, key).Status.Conditions, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
@@ -307,10 +276,9 @@ func TestClaimAccessGrantedByLabel(t *testing.T) {
 func TestBrokenProfile(t *testing.T) {
 	startManager(t)
 	ns, other := newNamespace(t), newNamespace(t)
-	create(t, makeTemplate(ns+"-tpl"))
-	prof := &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: ns + "-broken"}, Spec: v1alpha1.EnvironmentProfileSpec{
-		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
-		NodeSelector:      map[string]string{"bad key!": "x"}}}
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+	prof := wrappers.MakeEnvironmentProfile(ns+"-broken", map[string]string{"kubernetes.io/metadata.name": ns}).
+		NodeSelector(map[string]string{"bad key!": "x"}).Obj()
 	create(t, prof)
 	eventually(t, func(g Gomega) {
 		got := &v1alpha1.EnvironmentProfile{}
@@ -320,8 +288,8 @@ func TestBrokenProfile(t *testing.T) {
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
 		g.Expect(ready.Message).To(ContainSubstring(`spec.nodeSelector: key "bad key!"`))
 	})
-	create(t, makeClaim("c", ns, ns+"-tpl").Obj())
-	create(t, makeClaim("c", other, ns+"-tpl").Obj())
+	create(t, wrappers.MakeClaim("c", ns, ns+"-tpl").Obj())
+	create(t, wrappers.MakeClaim("c", other, ns+"-tpl").Obj())
 	waitJob(t, other, "c", 1, 1)
 	eventually(t, func(g Gomega) {
 		ready := apimeta.FindStatusCondition(getClaim(g, client.ObjectKey{Namespace: ns, Name: "c"}).Status.Conditions, v1alpha1.ConditionReady)

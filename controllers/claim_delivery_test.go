@@ -21,6 +21,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/test/testenv"
+	"github.com/packline/packline/test/wrappers"
 )
 
 const otherDigest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
@@ -61,9 +62,9 @@ func TestClaimDelivery(t *testing.T) {
 	installFlux(t)
 	startManager(t)
 	ns := newNamespace(t)
-	create(t, makeTemplate(ns+"-tpl"))
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	key := client.ObjectKey{Namespace: ns, Name: "web"}
-	c := makeClaim(key.Name, ns, ns+"-tpl").Obj()
+	c := wrappers.MakeClaim(key.Name, ns, ns+"-tpl").Obj()
 	c.Spec.Delivery = &v1alpha1.Delivery{Flux: &v1alpha1.FluxDelivery{ServiceAccountName: "deployer",
 		Timeout: &metav1.Duration{Duration: 2 * time.Minute}}}
 	create(t, c)
@@ -134,9 +135,9 @@ func TestClaimDeliveryRequiresServiceAccount(t *testing.T) {
 	create(t, &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: ns + "-deliver"}, Spec: v1alpha1.EnvironmentProfileSpec{
 		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"delivery": ns}},
 		Delivery:          &v1alpha1.ProfileDelivery{Flux: &v1alpha1.FluxDelivery{}, RequireServiceAccount: true}}})
-	create(t, makeTemplate(ns+"-tpl"))
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	key := client.ObjectKey{Namespace: ns, Name: "anon"}
-	create(t, makeClaim(key.Name, ns, ns+"-tpl").Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, ns+"-tpl").Obj())
 	eventually(t, func(g Gomega) {
 		c := getClaim(g, key)
 		stalled := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled)
@@ -152,9 +153,9 @@ func TestClaimDeliveryRequiresServiceAccount(t *testing.T) {
 func TestClaimDeliveryWithoutFlux(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	create(t, makeTemplate(ns+"-tpl"))
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	key := client.ObjectKey{Namespace: ns, Name: "no-flux"}
-	c := makeClaim(key.Name, ns, ns+"-tpl").Obj()
+	c := wrappers.MakeClaim(key.Name, ns, ns+"-tpl").Obj()
 	c.Spec.Delivery = &v1alpha1.Delivery{Flux: &v1alpha1.FluxDelivery{}}
 	create(t, c)
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, okResult(digest))
@@ -166,7 +167,7 @@ func TestClaimDeliveryWithoutFlux(t *testing.T) {
 		g.Expect(stalled.Message).To(ContainSubstring("kustomizations.kustomize.toolkit.fluxcd.io"))
 	})
 	// Still reconciling: another Claim runs.
-	create(t, makeClaim("after", ns, ns+"-tpl").Obj())
+	create(t, wrappers.MakeClaim("after", ns, ns+"-tpl").Obj())
 	waitJob(t, ns, "after", 1, 1)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/entitlement"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // The controller renders a Claim of a restricted template only for a
@@ -21,11 +22,8 @@ import (
 func TestClaimEntitlementFailsClosed(t *testing.T) {
 	key := []byte("test-seal-key")
 	sealer := entitlement.NewSealer(key)
-	restricted := func(name string) *v1alpha1.ClaimTemplate {
-		tpl := makeTemplate(name)
-		tpl.Spec.Access.RequireClaimVerb = nil // the default: the claim verb is required
-		return tpl
-	}
+	// The API's default: the claim verb is required.
+	restricted := func(name string) *v1alpha1.ClaimTemplate { return wrappers.MakeClaimTemplate(name).Obj() }
 	// sealed seals c as the webhook would: it sees the spec after the API
 	// server applied the CRD's defaults.
 	sealed := func(c *v1alpha1.Claim, user string) *v1alpha1.Claim {
@@ -54,21 +52,21 @@ func TestClaimEntitlementFailsClosed(t *testing.T) {
 		startManager(t)
 		ns := newNamespace(t)
 		create(t, restricted(ns+"-tpl"))
-		create(t, makeClaim("c", ns, ns+"-tpl").Obj())
+		create(t, wrappers.MakeClaim("c", ns, ns+"-tpl").Obj())
 		stalledWith(ns, "c", controllers.ReasonEntitlementUnverified, "--enable-webhooks=false")
 	})
 	t.Run("webhooks off, open template renders", func(t *testing.T) {
 		startManager(t)
 		ns := newNamespace(t)
-		create(t, makeTemplate(ns+"-tpl"))
-		create(t, makeClaim("c", ns, ns+"-tpl").Obj())
+		create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+		create(t, wrappers.MakeClaim("c", ns, ns+"-tpl").Obj())
 		waitJob(t, ns, "c", 1, 1)
 	})
 	t.Run("forged requester", func(t *testing.T) {
 		startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(sealer)})
 		ns := newNamespace(t)
 		create(t, restricted(ns+"-tpl"))
-		c := makeClaim("c", ns, ns+"-tpl").Obj()
+		c := wrappers.MakeClaim("c", ns, ns+"-tpl").Obj()
 		c.Annotations = map[string]string{v1alpha1.AnnotationRequester: `{"username":"system:admin"}`, v1alpha1.AnnotationRequesterSeal: "forged"}
 		create(t, c)
 		stalledWith(ns, "c", controllers.ReasonEntitlementUnverified, "was not written by this installation's admission webhook")
@@ -77,7 +75,7 @@ func TestClaimEntitlementFailsClosed(t *testing.T) {
 		startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(sealer)})
 		ns := newNamespace(t)
 		create(t, restricted(ns+"-tpl"))
-		c := sealed(makeClaim("c", ns, ns+"-tpl").Values(`{"replicas":1}`).Obj(), "system:admin")
+		c := sealed(wrappers.MakeClaim("c", ns, ns+"-tpl").Values(`{"replicas":1}`).Obj(), "system:admin")
 		c.Spec.Values.Raw = []byte(`{"replicas":3}`)
 		create(t, c)
 		stalledWith(ns, "c", controllers.ReasonEntitlementUnverified, "the seal does not match")
@@ -87,7 +85,7 @@ func TestClaimEntitlementFailsClosed(t *testing.T) {
 		ns := newNamespace(t)
 		tpl := restricted(ns + "-tpl")
 		create(t, tpl)
-		create(t, sealed(makeClaim("c", ns, tpl.Name).Obj(), "mallory"))
+		create(t, sealed(wrappers.MakeClaim("c", ns, tpl.Name).Obj(), "mallory"))
 		stalledWith(ns, "c", controllers.ReasonEntitlementDenied, `"claim" on claimtemplates.packline.dev named "`+tpl.Name+`"`)
 
 		// The admin grants the rights; the Claim renders with no edit.
@@ -97,10 +95,10 @@ func TestClaimEntitlementFailsClosed(t *testing.T) {
 	t.Run("template adds a group the requester is not in", func(t *testing.T) {
 		startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(sealer)})
 		ns := newNamespace(t)
-		tpl := makeTemplate(ns + "-tpl") // open: no claim verb needed
+		tpl := wrappers.MakeClaimTemplate(ns + "-tpl").Open().Obj() // open: no claim verb needed
 		create(t, tpl)
 		grantClaimer(t, ns, "mallory", tpl.Name)
-		create(t, sealed(makeClaim("c", ns, tpl.Name).Obj(), "mallory"))
+		create(t, sealed(wrappers.MakeClaim("c", ns, tpl.Name).Obj(), "mallory"))
 		waitJob(t, ns, "c", 1, 1)
 		eventually(t, func(g Gomega) {
 			got := &v1alpha1.ClaimTemplate{}

@@ -37,8 +37,7 @@ func TestDeletionPolicyDelete(t *testing.T) {
 			startManager(t)
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "doomed"}
-			a := makeArtifact(key.Name, ns).Obj()
-			a.Spec.DeletionPolicy = v1alpha1.DeletionDelete
+			a := MakeArtifact(key.Name, ns).DeletionPolicy(v1alpha1.DeletionDelete).Obj()
 			create(t, a)
 			eventually(t, func(g Gomega) {
 				g.Expect(controllerutil.ContainsFinalizer(getArtifact(g, key), pipeline.Finalizer)).To(BeTrue())
@@ -119,8 +118,7 @@ func TestDeletionNeverBlocked(t *testing.T) {
 			startManager(t, func(c *pipeline.Config) { c.CleanupGiveUp = 2 * time.Second })
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "doomed"}
-			a := makeArtifact(key.Name, ns).Obj()
-			a.Spec.DeletionPolicy = v1alpha1.DeletionDelete
+			a := MakeArtifact(key.Name, ns).DeletionPolicy(v1alpha1.DeletionDelete).Obj()
 			create(t, a)
 			runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, okResult(digest))
 			eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })

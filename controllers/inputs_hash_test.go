@@ -4,13 +4,11 @@ import (
 	"errors"
 	"testing"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // TestClaimInputsHashCoversEveryRule: a Claim blocked by a rule must render
@@ -20,23 +18,12 @@ import (
 // (a namespace label no rule reads) keeps the hash, so nothing re-renders.
 func TestClaimInputsHashCoversEveryRule(t *testing.T) {
 	baseTemplate := func() *v1alpha1.ClaimTemplate {
-		return &v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.ClaimTemplateSpec{
-			Source:           v1alpha1.TemplateSource{URL: "https://git.example.com/t.git", Ref: "main", Path: "web"},
-			Kinds:            []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}},
-			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}}},
-			ValuesSchema:     &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3}}}`)},
-			Exposures:        []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureClusterIP}, {Type: v1alpha1.ExposureNodePort}},
-			RepositoryPrefix: "registry.example.com/claims",
-		}}
+		return wrappers.MakeClaimTemplate("web").ForNamespaces(map[string]string{"tenant": "true"}).
+			Exposures(v1alpha1.ExposureClusterIP, v1alpha1.ExposureNodePort).Obj()
 	}
-	claim := &v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "team-a"}, Spec: v1alpha1.ClaimSpec{
-		TemplateRef: v1alpha1.TemplateReference{Name: "web"},
-		Values:      &apiextensionsv1.JSON{Raw: []byte(`{"replicas":5}`)},
-		Exposure:    v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort},
-	}}
+	claim := wrappers.MakeClaim("c", "team-a", "web").Values(`{"replicas":5}`).Exposure(v1alpha1.ExposureNodePort).Obj()
 	profile := func(class string) v1alpha1.EnvironmentProfile {
-		return v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: "gpu"}, Spec: v1alpha1.EnvironmentProfileSpec{
-			NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gpu"}}, StorageClassName: class}}
+		return *wrappers.MakeEnvironmentProfile("gpu", map[string]string{"tier": "gpu"}).StorageClass(class).Obj()
 	}
 	good := func() controllers.ClaimInputs {
 		tpl := baseTemplate()

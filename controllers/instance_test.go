@@ -26,7 +26,7 @@ func TestInstances(t *testing.T) {
 	startManager(t) // the default instance
 	ns := newNamespace(t)
 	instanceOf := func(name, instance string) *v1alpha1.Artifact {
-		a := makeArtifact(name, ns).Obj()
+		a := MakeArtifact(name, ns).Obj()
 		if instance != "" {
 			a.Labels = map[string]string{pipeline.LabelInstance: instance}
 		}
@@ -92,7 +92,7 @@ func TestMultiKueueContract(t *testing.T) {
 	startManager(t, func(c *pipeline.Config) { c.JobManagedBy = multiKueue })
 	ns := newNamespace(t)
 	key := client.ObjectKey{Namespace: ns, Name: "far"}
-	create(t, makeArtifact(key.Name, ns).Queue("multi").Obj())
+	create(t, MakeArtifact(key.Name, ns).Queue("multi").Obj())
 	job := waitJob(t, ns, key.Name, 1, 1)
 	g := NewWithT(t)
 	g.Expect(job.Labels).To(HaveKeyWithValue(pipeline.QueueLabel, "multi"))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // TestClaimBindsArtifact: a Claim whose values name an Artifact for an
@@ -20,13 +21,13 @@ import (
 func TestClaimBindsArtifact(t *testing.T) {
 	startManager(t)
 	ns := newNamespace(t)
-	tpl := makeTemplate(ns + "-vllm")
+	tpl := wrappers.MakeClaimTemplate(ns + "-vllm").Open().Obj()
 	tpl.Spec.ValuesSchema = &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"model":{"type":"string"}}}`)}
 	tpl.Spec.Parameters = []v1alpha1.ParameterBinding{{Value: "model", Kind: v1alpha1.BindingArtifact,
 		Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "vllm-server"}, FieldPath: "/spec/template/spec/volumes/0/image/reference"}}
 	create(t, tpl)
 	key := client.ObjectKey{Namespace: ns, Name: "serve"}
-	create(t, makeClaim(key.Name, ns, tpl.Name).Values(`{"model":"llama"}`).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, tpl.Name).Values(`{"model":"llama"}`).Obj())
 	eventually(t, func(g Gomega) {
 		c := getClaim(g, key)
 		ready := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
@@ -35,7 +36,7 @@ func TestClaimBindsArtifact(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring("spec.values.model: Artifact llama does not exist"))
 	})
 
-	create(t, makeArtifact("llama", ns).Obj())
+	create(t, wrappers.MakeArtifact("llama", ns).Obj())
 	runJob(t, waitJob(t, ns, "llama", 1, 1), 0, okResult(digest))
 	job := waitJob(t, ns, key.Name, 1, 1)
 	doc := workerSpec(NewWithT(t), ns, key.Name)

@@ -22,6 +22,7 @@ import (
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // privateSetup starts a manager whose template namespace is a fresh one,
@@ -43,9 +44,7 @@ func startPrivate(t *testing.T) privateSetup {
 }
 
 func (s privateSetup) template(name string) *v1alpha1.ClaimTemplate {
-	tpl := makeTemplate(name)
-	tpl.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: s.repoSecret}
-	tpl.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: s.pushSecret}
+	tpl := wrappers.MakeClaimTemplate(name).Open().Private(s.repoSecret, s.pushSecret).Obj()
 	return tpl
 }
 
@@ -87,8 +86,8 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 	tpl := s.template(tenant + "-private")
 	create(t, tpl)
 
-	ok := makeClaim("ide", tenant, tpl.Name).Values(`{"replicas":2}`).Obj()
-	ok.Spec.Target = &v1alpha1.Target{Tag: "v2", PlainHTTP: true, InsecureSkipTLSVerify: true}
+	ok := wrappers.MakeClaim("ide", tenant, tpl.Name).Values(`{"replicas":2}`).
+		Target(v1alpha1.Target{Tag: "v2", PlainHTTP: true, InsecureSkipTLSVerify: true}).Obj()
 	create(t, ok)
 	job := waitJob(t, s.tplNS, ok.Name, 1, 1)
 	g := NewWithT(t)
@@ -134,7 +133,7 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 
 	// A rejected credential is the admin's to fix: the hint names the
 	// template's field, not the Secret (which the tenant cannot read).
-	denied := makeClaim("denied", tenant, tpl.Name).Obj()
+	denied := wrappers.MakeClaim("denied", tenant, tpl.Name).Obj()
 	create(t, denied)
 	runJob(t, waitJob(t, s.tplNS, denied.Name, 1, 1), 1,
 		`{"error":{"reason":"TemplateAuthDenied","message":"the template repository refused the credentials of the ClaimTemplate's spec.source.secretRef: authorization failed","permanent":true}}`)
@@ -192,8 +191,7 @@ func TestPrivateTemplateTargetNotAllowed(t *testing.T) {
 	i := 0
 	for field, target := range cases {
 		i++
-		c := makeClaim(fmt.Sprintf("override-%d", i), tenant, tpl.Name).Obj()
-		c.Spec.Target = &target
+		c := wrappers.MakeClaim(fmt.Sprintf("override-%d", i), tenant, tpl.Name).Target(target).Obj()
 		create(t, c)
 		eventually(t, func(g Gomega) {
 			got := getClaim(g, client.ObjectKeyFromObject(c))
@@ -216,7 +214,7 @@ func TestPrivateTemplateDeletionCleansTemplateNamespace(t *testing.T) {
 	tenant := newNamespace(t)
 	tpl := s.template(tenant + "-private")
 	create(t, tpl)
-	c := makeClaim("doomed", tenant, tpl.Name).Obj()
+	c := wrappers.MakeClaim("doomed", tenant, tpl.Name).Obj()
 	create(t, c)
 	job := waitJob(t, s.tplNS, c.Name, 1, 1)
 	runPod(t, job)
@@ -241,7 +239,7 @@ func TestPrivateTemplateTurnsPublic(t *testing.T) {
 	tenant := newNamespace(t)
 	tpl := s.template(tenant + "-flip")
 	create(t, tpl)
-	c := makeClaim("flip", tenant, tpl.Name).Obj()
+	c := wrappers.MakeClaim("flip", tenant, tpl.Name).Obj()
 	create(t, c)
 	waitJob(t, s.tplNS, c.Name, 1, 1)
 	eventually(t, func(g Gomega) { g.Expect(workspaceIn(g, s.tplNS, c.Name)).NotTo(BeNil()) })
@@ -292,12 +290,11 @@ func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := makeClaim("own", tenant, tpl.Name).Obj()
+			c := wrappers.MakeClaim("own", tenant, tpl.Name).DeletionPolicy(v1alpha1.DeletionDelete).
+				Target(v1alpha1.Target{Tag: "v3", PlainHTTP: true}).Obj()
 			if !tc.wantCleanup {
 				c.Name = "other"
 			}
-			c.Spec.DeletionPolicy = v1alpha1.DeletionDelete
-			c.Spec.Target = &v1alpha1.Target{Tag: "v3", PlainHTTP: true}
 			create(t, c)
 			key := client.ObjectKeyFromObject(c)
 			runJob(t, waitJob(t, s.tplNS, c.Name, 1, 1), 0,
@@ -350,11 +347,9 @@ func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
 // hints name the template's fields, never a Secret of the template
 // namespace.
 func TestClaimWorkPrivateTemplate(t *testing.T) {
-	c := makeClaim("ide", "team-a", "tpl").Obj()
-	public := makeTemplate("tpl")
-	private := makeTemplate("tpl")
-	private.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: "repo-creds"}
-	private.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: "push-creds"}
+	c := wrappers.MakeClaim("ide", "team-a", "tpl").Obj()
+	public := wrappers.MakeClaimTemplate("tpl").Open().Obj()
+	private := wrappers.MakeClaimTemplate("tpl").Open().Private("repo-creds", "push-creds").Obj()
 	cases := []struct {
 		name       string
 		tpl        *v1alpha1.ClaimTemplate
@@ -394,10 +389,9 @@ func TestPrivateTemplateNamespaceMissing(t *testing.T) {
 	tenant := newNamespace(t)
 	missing := tenant + "-missing"
 	startManager(t, func(c *pipeline.Config) { c.TemplateNamespace = missing })
-	tpl := makeTemplate(tenant + "-private")
-	tpl.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: "repo-creds"}
+	tpl := wrappers.MakeClaimTemplate(tenant+"-private").Open().Private("repo-creds", "").Obj()
 	create(t, tpl)
-	c := makeClaim("ide", tenant, tpl.Name).Obj()
+	c := wrappers.MakeClaim("ide", tenant, tpl.Name).Obj()
 	create(t, c)
 	eventually(t, func(g Gomega) {
 		got := getClaim(g, client.ObjectKeyFromObject(c))

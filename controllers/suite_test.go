@@ -103,23 +103,6 @@ func newNamespace(t *testing.T) string {
 	return ns.Name
 }
 
-// ArtifactWrapper builds Artifacts fluently.
-type ArtifactWrapper struct{ v1alpha1.Artifact }
-
-func makeArtifact(name, ns string) *ArtifactWrapper {
-	return &ArtifactWrapper{v1alpha1.Artifact{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.ArtifactSpec{
-			Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "acme/tiny", Revision: "main"}},
-			Target: v1alpha1.Target{Repository: "registry.example.com/acme/tiny", Tag: "v1"},
-		},
-	}}
-}
-
-func (w *ArtifactWrapper) RetryLimit(n int32) *ArtifactWrapper { w.Spec.RetryLimit = &n; return w }
-func (w *ArtifactWrapper) Queue(q string) *ArtifactWrapper     { w.Spec.QueueName = q; return w }
-func (w *ArtifactWrapper) Obj() *v1alpha1.Artifact             { return &w.Artifact }
-
 func create(t *testing.T, o client.Object) {
 	t.Helper()
 	if err := env.Client.Create(context.Background(), o); err != nil {

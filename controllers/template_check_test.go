@@ -15,6 +15,7 @@ import (
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // TestTemplateCheck: a published template is rendered once by a check Job
@@ -27,8 +28,8 @@ func TestTemplateCheck(t *testing.T) {
 	tplNS := newNamespace(t)
 	startManager(t, func(c *pipeline.Config) { c.TemplateCheck, c.TemplateNamespace = true, tplNS })
 	ns := newNamespace(t)
-	tpl := makeTemplate("checked-" + ns)
-	tpl.Spec.ValuesSchema.Raw = []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3,"default":1}}}`)
+	tpl := wrappers.MakeClaimTemplate("checked-" + ns).Open().
+		Schema(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3,"default":1}}}`).Obj()
 	create(t, tpl)
 	tplKey := client.ObjectKey{Name: tpl.Name}
 
@@ -50,7 +51,7 @@ func TestTemplateCheck(t *testing.T) {
 		g.Expect(c.Reason).To(Equal("TemplateSourceNotFound"))
 	})
 	key := client.ObjectKey{Namespace: ns, Name: "waits"}
-	create(t, makeClaim(key.Name, ns, tpl.Name).Obj())
+	create(t, wrappers.MakeClaim(key.Name, ns, tpl.Name).Obj())
 	eventually(t, func(g Gomega) {
 		c := getClaim(g, key)
 		ready := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)

@@ -3,13 +3,20 @@ package v1alpha1_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/test/testenv"
+	"github.com/packline/packline/test/wrappers"
 )
 
 var env *testenv.Env
@@ -17,7 +24,8 @@ var env *testenv.Env
 func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 // obj builds an unstructured object from YAML, so invalid shapes that the
-// Go types cannot express (missing required fields) reach the apiserver.
+// Go types cannot express (missing required fields, two sources at once)
+// reach the apiserver. Everything else is built with test/wrappers.
 func obj(t *testing.T, y string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
@@ -27,90 +35,122 @@ func obj(t *testing.T, y string) *unstructured.Unstructured {
 	return u
 }
 
-func artifact(name, spec string) string {
+func artifactYAML(name, spec string) string {
 	return fmt.Sprintf("apiVersion: packline.dev/v1alpha1\nkind: Artifact\nmetadata: {name: %s, namespace: default}\nspec:\n%s", name, spec)
 }
 
-func claim(name, spec string) string {
+func claimYAML(name, spec string) string {
 	return fmt.Sprintf("apiVersion: packline.dev/v1alpha1\nkind: Claim\nmetadata: {name: %s, namespace: default}\nspec:\n%s", name, spec)
 }
 
-func template(name, spec string) string {
+func templateYAML(name, spec string) string {
 	return fmt.Sprintf("apiVersion: packline.dev/v1alpha1\nkind: ClaimTemplate\nmetadata: {name: %s}\nspec:\n%s", name, spec)
 }
 
-func profile(name, spec string) string {
+func profileYAML(name, spec string) string {
 	return fmt.Sprintf("apiVersion: packline.dev/v1alpha1\nkind: EnvironmentProfile\nmetadata: {name: %s}\nspec:\n%s", name, spec)
 }
 
 const kinds = "  kinds: [{group: apps, kind: Deployment}, {kind: Service}]\n"
-const hf = "  source: {huggingFace: {repo: Qwen/Qwen2.5-0.5B}}\n"
 const target = "  target: {repository: registry.example.com/team/qwen}\n"
+
+// typed turns a built object into the unstructured form the tables create.
+func typed(t *testing.T, o runtime.Object) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(reflect.TypeOf(o).Elem().Name()))
+	return u
+}
 
 func TestSchemaOnCreate(t *testing.T) {
 	long := strings.Repeat("a", 64)
+	const ns = "default"
+	art := func(name string) *wrappers.ArtifactWrapper {
+		return wrappers.MakeArtifact(name, ns).HF("Qwen/Qwen2.5-0.5B").Repository("registry.example.com/team/qwen")
+	}
+	claim := func(name string) *wrappers.ClaimWrapper { return wrappers.MakeClaim(name, ns, "code-server") }
+	tpl := func(name, url string) *wrappers.ClaimTemplateWrapper {
+		return wrappers.MakeClaimTemplate(name).Source(url, "", "a").
+			Kinds(v1alpha1.RenderedKind{Group: "apps", Kind: "Deployment"}, v1alpha1.RenderedKind{Kind: "Service"})
+	}
+	profile := wrappers.MakeEnvironmentProfile
+	gpu := map[string]string{"site": "a"}
+	toleration := func(key, op, value, effect string) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOperator(op), Value: value, Effect: corev1.TaintEffect(effect)}
+	}
 	cases := []struct {
 		name string
-		yaml string
+		obj  *unstructured.Unstructured
 		// wantField is empty for a valid object; else the field the error must name.
 		wantField string
 	}{
-		{"artifact hf valid", artifact("hf", hf+target), ""},
-		{"artifact git valid", artifact("git", "  source: {git: {url: 'https://git.example.com/m.git', ref: v1, path: models/a}}\n"+target+"  format: ModelPack\n"), ""},
-		{"artifact http with sha", artifact("http", "  source: {http: {url: 'https://x.example.com/m.tgz', sha256: "+strings.Repeat("a", 64)+"}}\n"+target), ""},
-		{"artifact oci by digest", artifact("oci", "  source: {oci: {reference: 'ghcr.io/a/b@sha256:"+strings.Repeat("0", 64)+"'}}\n"+target), ""},
-		{"artifact volume", artifact("vol", "  source: {volume: {claimName: models, path: llama}}\n"+target+"  retryLimit: 5\n  timeout: 2h\n"), ""},
-		{"artifact 63-char name", artifact(long[:63], hf+target), ""},
-		{"artifact two sources", artifact("two", "  source: {huggingFace: {repo: a/b}, http: {url: 'https://x/y'}}\n"+target), "spec.source"},
-		{"artifact no source", artifact("none", "  source: {}\n"+target), "spec.source"},
-		{"artifact bad repository", artifact("badrepo", hf+"  target: {repository: 'Registry.Example.com/UPPER'}\n"), "spec.target.repository"},
-		{"artifact missing repository", artifact("norepo", hf+"  target: {tag: v1}\n"), "spec.target.repository"},
-		{"artifact bad tag", artifact("badtag", hf+"  target: {repository: r.example.com/a, tag: '-bad:tag'}\n"), "spec.target.tag"},
-		{"artifact name too long", artifact(long, hf+target), "metadata.name"},
-		{"artifact retryLimit too high", artifact("rl", hf+target+"  retryLimit: 100\n"), "spec.retryLimit"},
-		{"artifact timeout too short", artifact("to", hf+target+"  timeout: 10s\n"), "spec.timeout"},
-		{"artifact bad format", artifact("fmt", hf+target+"  format: Docker\n"), "spec.format"},
-		{"artifact zstd", artifact("zstd", hf+target+"  compression: zstd\n"), ""},
-		{"artifact bad compression", artifact("lz4", hf+target+"  compression: lz4\n"), "spec.compression"},
-		{"artifact bad sha256", artifact("sha", "  source: {http: {url: 'https://x/y', sha256: abc}}\n"+target), "spec.source.http.sha256"},
-		{"artifact git path traversal", artifact("trav", "  source: {git: {url: 'https://g/r', path: '../etc'}}\n"+target), "spec.source.git.path"},
-		{"artifact hf bad repo", artifact("hfbad", "  source: {huggingFace: {repo: 'no-slash'}}\n"+target), "spec.source.huggingFace.repo"},
-		{"claim clusterip valid", claim("c1", "  templateRef: {name: code-server}\n  values: {replicas: 2}\n"), ""},
-		{"claim nodeport valid", claim("c2", "  templateRef: {name: code-server}\n  exposure: {type: NodePort, nodePort: 30080}\n"), ""},
-		{"claim nodeport out of range", claim("c3", "  templateRef: {name: code-server}\n  exposure: {type: NodePort, nodePort: 8080}\n"), "spec.exposure.nodePort"},
-		{"claim nodePort with ClusterIP", claim("c4", "  templateRef: {name: code-server}\n  exposure: {type: ClusterIP, nodePort: 30080}\n"), "spec.exposure.nodePort"},
-		{"claim ingress without host", claim("c5", "  templateRef: {name: code-server}\n  exposure: {type: Ingress}\n"), "spec.exposure.host"},
-		{"claim host with LoadBalancer", claim("c6", "  templateRef: {name: code-server}\n  exposure: {type: LoadBalancer, host: a.example.com}\n"), "spec.exposure.host"},
-		{"claim missing templateRef", claim("c7", "  values: {a: 1}\n"), "spec.templateRef"},
-		{"claim bad exposure type", claim("c8", "  templateRef: {name: t}\n  exposure: {type: HostPort}\n"), "spec.exposure.type"},
-		{"template valid", template("code-server", "  source: {url: 'https://git.example.com/tpl.git', ref: main, path: apps/code-server/base}\n"+kinds+"  valuesSchema: {type: object, properties: {replicas: {type: integer}}}\n  exposures: [{type: ClusterIP}, {type: Ingress, component: apps/code-server/components/ingress}]\n  parameters: [{value: replicas, kind: Replicas, target: {kind: Deployment, name: code-server}}]\n"), ""},
-		{"template missing path", template("nopath", "  source: {url: 'https://git.example.com/tpl.git'}\n"), "spec.source.path"},
-		{"template bad url", template("badurl", "  source: {url: 'file:///etc', path: a}\n"+kinds), "spec.source.url"},
-		{"template url with password", template("userinfo", "  source: {url: 'https://bob:s3cret@git.example.com/t.git', path: a}\n"+kinds), "spec.source.url"},
-		{"template url with token", template("token", "  source: {url: 'https://ghp_abc@git.example.com/t.git', path: a}\n"+kinds), "spec.source.url"},
-		{"template ssh url with password", template("sshpw", "  source: {url: 'ssh://git:pw@git.example.com/t.git', path: a}\n"+kinds), "spec.source.url"},
-		{"template ssh url with user", template("sshuser", "  source: {url: 'ssh://git@git.example.com/t.git', path: a, secretRef: {name: deploy-key}}\n"+kinds), ""},
-		{"template without kinds", template("nokinds", "  source: {url: 'https://g/t', path: a}\n"), "spec.kinds"},
-		{"template field binding needs fieldPath", template("fp", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  parameters: [{value: x, kind: Field, target: {kind: Deployment, name: d}}]\n"), "spec.parameters[0].fieldPath"},
-		{"template duplicate exposure", template("dup", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  exposures: [{type: Ingress}, {type: Ingress}]\n"), "spec.exposures[1]"},
-		{"profile valid", profile("gpu", "  namespaceSelector: {matchLabels: {site: a}}\n  priority: 10\n  storageClassName: fast\n  runtimeClassName: nvidia\n  tolerations: [{key: gpu, operator: Exists}]\n"), ""},
-		{"profile negative priority", profile("neg", "  namespaceSelector: {}\n  priority: -1\n"), "spec.priority"},
-		{"profile missing selector", profile("nosel", "  priority: 1\n"), "spec.namespaceSelector"},
-		{"profile selector In without values", profile("in-novals", "  namespaceSelector: {matchExpressions: [{key: a, operator: In}]}\n"), "spec.namespaceSelector"},
-		{"profile selector unknown operator", profile("badop", "  namespaceSelector: {matchExpressions: [{key: a, operator: Gt, values: ['1']}]}\n"), "spec.namespaceSelector"},
-		{"profile selector Exists with values", profile("exists-vals", "  namespaceSelector: {matchExpressions: [{key: a, operator: Exists, values: [x]}]}\n"), "spec.namespaceSelector"},
-		{"profile selector valid expressions", profile("exprs", "  namespaceSelector: {matchExpressions: [{key: a, operator: In, values: [x]}, {key: b, operator: DoesNotExist}]}\n"), ""},
-		{"template selector In without values", template("tplsel", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  access: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}\n"), "spec.access.namespaceSelector"},
-		{"profile toleration unknown operator", profile("tolop", "  namespaceSelector: {}\n  tolerations: [{key: gpu, operator: Maybe}]\n"), "spec.tolerations"},
-		{"profile toleration unknown effect", profile("toleff", "  namespaceSelector: {}\n  tolerations: [{key: gpu, operator: Exists, effect: Sometimes}]\n"), "spec.tolerations"},
-		{"profile toleration Exists with value", profile("tolval", "  namespaceSelector: {}\n  tolerations: [{key: gpu, operator: Exists, value: 'yes'}]\n"), "spec.tolerations"},
-		{"profile valid tolerations", profile("tolok", "  namespaceSelector: {}\n  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}, {key: zone, operator: Equal, value: a}]\n"), ""},
-		{"profile zero workspace", profile("wszero", "  namespaceSelector: {}\n  workspaceSize: '0'\n"), "spec.workspaceSize"},
-		{"artifact negative workspace", artifact("wsneg", hf+target+"  workspace: {size: -1Gi}\n"), "spec.workspace.size"},
+		{"artifact hf valid", typed(t, art("hf").Obj()), ""},
+		{"artifact git valid", typed(t, art("git").Git("https://git.example.com/m.git", "v1", "models/a").Format(v1alpha1.FormatModelPack).Obj()), ""},
+		{"artifact http with sha", typed(t, art("http").HTTP("https://x.example.com/m.tgz").SHA256(strings.Repeat("a", 64)).Obj()), ""},
+		{"artifact oci by digest", typed(t, art("oci").OCI("ghcr.io/a/b@sha256:"+strings.Repeat("0", 64)).Obj()), ""},
+		// YAML where the Go types cannot say it: a volume path, two
+		// sources, a missing required field.
+		{"artifact volume", obj(t, artifactYAML("vol", "  source: {volume: {claimName: models, path: llama}}\n"+target+"  retryLimit: 5\n  timeout: 2h\n")), ""},
+		{"artifact 63-char name", typed(t, art(long[:63]).Obj()), ""},
+		{"artifact two sources", obj(t, artifactYAML("two", "  source: {huggingFace: {repo: a/b}, http: {url: 'https://x/y'}}\n"+target)), "spec.source"},
+		{"artifact no source", obj(t, artifactYAML("none", "  source: {}\n"+target)), "spec.source"},
+		{"artifact bad repository", typed(t, art("badrepo").Repository("Registry.Example.com/UPPER").Obj()), "spec.target.repository"},
+		{"artifact missing repository", typed(t, art("norepo").Repository("").Obj()), "spec.target.repository"},
+		{"artifact bad tag", typed(t, art("badtag").Tag("-bad:tag").Obj()), "spec.target.tag"},
+		{"artifact name too long", typed(t, art(long).Obj()), "metadata.name"},
+		{"artifact retryLimit too high", typed(t, art("rl").RetryLimit(100).Obj()), "spec.retryLimit"},
+		{"artifact timeout too short", typed(t, art("to").Timeout(10*time.Second).Obj()), "spec.timeout"},
+		{"artifact bad format", typed(t, art("fmt").Format("Docker").Obj()), "spec.format"},
+		{"artifact zstd", obj(t, artifactYAML("zstd", "  source: {huggingFace: {repo: a/b}}\n"+target+"  compression: zstd\n")), ""},
+		{"artifact bad compression", obj(t, artifactYAML("lz4", "  source: {huggingFace: {repo: a/b}}\n"+target+"  compression: lz4\n")), "spec.compression"},
+		{"artifact bad sha256", typed(t, art("sha").HTTP("https://x/y").SHA256("abc").Obj()), "spec.source.http.sha256"},
+		{"artifact git path traversal", typed(t, art("trav").Git("https://g/r", "", "../etc").Obj()), "spec.source.git.path"},
+		{"artifact hf bad repo", typed(t, art("hfbad").HF("no-slash").Obj()), "spec.source.huggingFace.repo"},
+		{"artifact negative workspace", typed(t, art("wsneg").Workspace("-1Gi").Obj()), "spec.workspace.size"},
+		{"claim clusterip valid", typed(t, claim("c1").Values(`{"replicas":2}`).Obj()), ""},
+		{"claim nodeport valid", typed(t, claim("c2").NodePort(30080).Obj()), ""},
+		{"claim nodeport out of range", typed(t, claim("c3").NodePort(8080).Obj()), "spec.exposure.nodePort"},
+		{"claim nodePort with ClusterIP", typed(t, claim("c4").NodePort(30080).Exposure(v1alpha1.ExposureClusterIP).Obj()), "spec.exposure.nodePort"},
+		{"claim ingress without host", typed(t, claim("c5").Exposure(v1alpha1.ExposureIngress).Obj()), "spec.exposure.host"},
+		{"claim host with LoadBalancer", typed(t, claim("c6").Exposure(v1alpha1.ExposureLoadBalancer).Host("a.example.com").Obj()), "spec.exposure.host"},
+		{"claim missing templateRef", obj(t, claimYAML("c7", "  values: {a: 1}\n")), "spec.templateRef"},
+		{"claim bad exposure type", typed(t, claim("c8").Exposure("HostPort").Obj()), "spec.exposure.type"},
+		{"template valid", typed(t, wrappers.MakeClaimTemplate("code-server").Exposures(v1alpha1.ExposureClusterIP).
+			Expose(v1alpha1.ExposureIngress, "apps/code-server/components/ingress").Obj()), ""},
+		{"template missing path", obj(t, templateYAML("nopath", "  source: {url: 'https://git.example.com/tpl.git'}\n")), "spec.source.path"},
+		{"template bad url", typed(t, tpl("badurl", "file:///etc").Obj()), "spec.source.url"},
+		{"template url with password", typed(t, tpl("userinfo", "https://bob:s3cret@git.example.com/t.git").Obj()), "spec.source.url"},
+		{"template url with token", typed(t, tpl("token", "https://ghp_abc@git.example.com/t.git").Obj()), "spec.source.url"},
+		{"template ssh url with password", typed(t, tpl("sshpw", "ssh://git:pw@git.example.com/t.git").Obj()), "spec.source.url"},
+		{"template ssh url with user", typed(t, tpl("sshuser", "ssh://git@git.example.com/t.git").Private("deploy-key", "").Obj()), ""},
+		{"template without kinds", typed(t, tpl("nokinds", "https://g/t").Kinds().Obj()), "spec.kinds"},
+		{"template field binding needs fieldPath", typed(t, tpl("fp", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "x", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"}}).Obj()), "spec.parameters[0].fieldPath"},
+		{"template duplicate exposure", typed(t, tpl("dup", "https://g/t").Exposures(v1alpha1.ExposureIngress, v1alpha1.ExposureIngress).Obj()), "spec.exposures[1]"},
+		{"template selector In without values", obj(t, templateYAML("tplsel", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  access: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}\n")), "spec.access.namespaceSelector"},
+		{"profile valid", typed(t, profile("gpu", gpu).Priority(10).StorageClass("fast").RuntimeClass("nvidia").
+			Tolerations(toleration("gpu", "Exists", "", "")).Obj()), ""},
+		{"profile negative priority", typed(t, profile("neg", nil).Priority(-1).Obj()), "spec.priority"},
+		{"profile missing selector", obj(t, profileYAML("nosel", "  priority: 1\n")), "spec.namespaceSelector"},
+		{"profile selector In without values", typed(t, profile("in-novals", nil).Match(metav1.LabelSelectorRequirement{Key: "a", Operator: metav1.LabelSelectorOpIn}).Obj()), "spec.namespaceSelector"},
+		{"profile selector unknown operator", typed(t, profile("badop", nil).Match(metav1.LabelSelectorRequirement{Key: "a", Operator: "Gt", Values: []string{"1"}}).Obj()), "spec.namespaceSelector"},
+		{"profile selector Exists with values", typed(t, profile("exists-vals", nil).Match(metav1.LabelSelectorRequirement{Key: "a", Operator: metav1.LabelSelectorOpExists, Values: []string{"x"}}).Obj()), "spec.namespaceSelector"},
+		{"profile selector valid expressions", typed(t, profile("exprs", nil).
+			Match(metav1.LabelSelectorRequirement{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: []string{"x"}}).
+			Match(metav1.LabelSelectorRequirement{Key: "b", Operator: metav1.LabelSelectorOpDoesNotExist}).Obj()), ""},
+		{"profile toleration unknown operator", typed(t, profile("tolop", nil).Tolerations(toleration("gpu", "Maybe", "", "")).Obj()), "spec.tolerations"},
+		{"profile toleration unknown effect", typed(t, profile("toleff", nil).Tolerations(toleration("gpu", "Exists", "", "Sometimes")).Obj()), "spec.tolerations"},
+		{"profile toleration Exists with value", typed(t, profile("tolval", nil).Tolerations(toleration("gpu", "Exists", "yes", "")).Obj()), "spec.tolerations"},
+		{"profile valid tolerations", typed(t, profile("tolok", nil).Tolerations(toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"), toleration("zone", "Equal", "a", "")).Obj()), ""},
+		{"profile zero workspace", typed(t, profile("wszero", nil).WorkspaceSize("0").Obj()), "spec.workspaceSize"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := env.Client.Create(context.Background(), obj(t, tc.yaml))
+			err := env.Client.Create(context.Background(), tc.obj)
 			if tc.wantField == "" {
 				if err != nil {
 					t.Fatalf("valid object rejected: %v", err)
@@ -130,27 +170,29 @@ func TestSchemaOnCreate(t *testing.T) {
 func TestImmutableFields(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
-		name, create, field string
-		mutate              func(u *unstructured.Unstructured)
+		name   string
+		create *unstructured.Unstructured
+		field  string
+		mutate func(u *unstructured.Unstructured)
 	}{
-		{"claim templateRef", claim("imm-claim", "  templateRef: {name: a}\n"), "spec.templateRef",
+		{"claim templateRef", typed(t, wrappers.MakeClaim("imm-claim", "default", "a").Obj()), "spec.templateRef",
 			func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "b", "spec", "templateRef", "name")
 			}},
-		{"artifact workspace", artifact("imm-ws", hf+target+"  workspace: {size: 1Gi}\n"), "spec.workspace",
+		{"artifact workspace", typed(t, wrappers.MakeArtifact("imm-ws", "default").Workspace("1Gi").Obj()), "spec.workspace",
 			func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "2Gi", "spec", "workspace", "size")
 			}},
-		{"artifact workspace removed", artifact("imm-ws-rm", hf+target+"  workspace: {size: 1Gi}\n"), "spec.workspace",
+		{"artifact workspace removed", typed(t, wrappers.MakeArtifact("imm-ws-rm", "default").Workspace("1Gi").Obj()), "spec.workspace",
 			func(u *unstructured.Unstructured) { unstructured.RemoveNestedField(u.Object, "spec", "workspace") }},
-		{"claim workspace added", claim("imm-ws-add", "  templateRef: {name: a}\n"), "spec.workspace",
+		{"claim workspace added", typed(t, wrappers.MakeClaim("imm-ws-add", "default", "a").Obj()), "spec.workspace",
 			func(u *unstructured.Unstructured) {
 				_ = unstructured.SetNestedField(u.Object, "1Gi", "spec", "workspace", "size")
 			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			u := obj(t, tc.create)
+			u := tc.create
 			if err := env.Client.Create(ctx, u); err != nil {
 				t.Fatalf("create: %v", err)
 			}

@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -142,12 +141,15 @@ func as(t testing.TB, name string, groups ...string) user {
 
 var nsCounter atomic.Int32
 
+// tenantLabels mark the namespaces the test templates are for.
+var tenantLabels = map[string]string{"tenant": "true"}
+
 // tenantNamespace makes a namespace labelled as a tenant.
 func tenantNamespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name:   fmt.Sprintf("adm%d-%d", time.Now().Unix()%100000, nsCounter.Add(1)),
-		Labels: map[string]string{"tenant": "true"},
+		Labels: tenantLabels,
 	}}
 	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
@@ -196,60 +198,6 @@ func getSecret(name string) rbacv1.PolicyRule {
 func entitled(t testing.TB, ns, subject, tpl string, extra ...rbacv1.PolicyRule) {
 	grant(t, ns, subject, append(append([]rbacv1.PolicyRule{writeClaims(), claimVerb(tpl)}, createKinds()...), extra...)...)
 }
-
-// TemplateWrapper builds ClaimTemplates fluently.
-type TemplateWrapper struct{ v1alpha1.ClaimTemplate }
-
-func makeTemplate(name string) *TemplateWrapper {
-	return &TemplateWrapper{v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.ClaimTemplateSpec{
-		Source:       v1alpha1.TemplateSource{URL: "https://git.example.com/tpl.git", Ref: "main", Path: "apps/code-server/base"},
-		Kinds:        []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
-		ValuesSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","maximum":3}}}`)},
-		Access: v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{
-			MatchLabels: map[string]string{"tenant": "true"}}},
-		RepositoryPrefix: "registry.example.com/claims",
-	}}}
-}
-
-func (w *TemplateWrapper) Groups(g ...string) *TemplateWrapper { w.Spec.Access.Groups = g; return w }
-func (w *TemplateWrapper) Kinds(k ...v1alpha1.RenderedKind) *TemplateWrapper {
-	w.Spec.Kinds = k
-	return w
-}
-func (w *TemplateWrapper) Open() *TemplateWrapper {
-	w.Spec.Access.RequireClaimVerb = ptr.To(false)
-	return w
-}
-func (w *TemplateWrapper) Obj() *v1alpha1.ClaimTemplate { return &w.ClaimTemplate }
-
-// ClaimWrapper builds Claims fluently.
-type ClaimWrapper struct{ v1alpha1.Claim }
-
-func makeClaim(name, ns, tpl string) *ClaimWrapper {
-	return &ClaimWrapper{v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.ClaimSpec{TemplateRef: v1alpha1.TemplateReference{Name: tpl}}}}
-}
-
-func (w *ClaimWrapper) Values(v string) *ClaimWrapper {
-	w.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(v)}
-	return w
-}
-func (w *ClaimWrapper) Exposure(e v1alpha1.ExposureType) *ClaimWrapper {
-	w.Spec.Exposure.Type = e
-	return w
-}
-func (w *ClaimWrapper) PushSecret(name string) *ClaimWrapper {
-	w.Spec.Target = &v1alpha1.Target{PushSecretRef: &corev1.LocalObjectReference{Name: name}}
-	return w
-}
-func (w *ClaimWrapper) Annotation(k, v string) *ClaimWrapper {
-	if w.Annotations == nil {
-		w.Annotations = map[string]string{}
-	}
-	w.Annotations[k] = v
-	return w
-}
-func (w *ClaimWrapper) Obj() *v1alpha1.Claim { return &w.Claim }
 
 func createTemplate(t testing.TB, tpl *v1alpha1.ClaimTemplate) {
 	t.Helper()

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // benchOff labels the namespace whose creates skip the webhooks.
@@ -33,14 +34,14 @@ func BenchmarkClaimCreateLatency(b *testing.B) {
 	ctx := context.Background()
 	on, off := tenantNamespace(b), tenantNamespace(b)
 	excludeFromWebhooks(b, g, off)
-	tpl := makeTemplate("bench-" + on).Obj()
+	tpl := wrappers.MakeClaimTemplate("bench-" + on).ForNamespaces(tenantLabels).Obj()
 	createTemplate(b, tpl)
 	entitled(b, on, "alice", tpl.Name)
 	entitled(b, off, "alice", tpl.Name)
 	alice := as(b, "alice")
 
 	create := func(ns string, i int) (time.Duration, *v1alpha1.Claim) {
-		c := makeClaim(fmt.Sprintf("c-%d", i), ns, tpl.Name).Values(`{"replicas":1}`).Obj()
+		c := wrappers.MakeClaim(fmt.Sprintf("c-%d", i), ns, tpl.Name).Values(`{"replicas":1}`).Obj()
 		start := time.Now()
 		g.Expect(alice.Create(ctx, c)).To(Succeed())
 		return time.Since(start), c

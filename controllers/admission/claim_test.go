@@ -15,6 +15,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // Every allow and deny path of Claim admission, each by a user with its
@@ -23,15 +24,13 @@ func TestClaimAdmission(t *testing.T) {
 	startManager(t, true)
 	ns := tenantNamespace(t)
 	other := tenantNamespace(t)
-	tpl := makeTemplate("code-" + ns).Obj()
-	tpl.Spec.Parameters = []v1alpha1.ParameterBinding{{Value: "image", Kind: v1alpha1.BindingImage,
-		Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}}
+	tpl := wrappers.MakeClaimTemplate("code-" + ns).ForNamespaces(tenantLabels).Parameters(v1alpha1.ParameterBinding{
+		Value: "image", Kind: v1alpha1.BindingImage, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}).Obj()
 	createTemplate(t, tpl)
-	admins := makeTemplate("admins-" + ns).Groups("platform-admins").Obj()
+	admins := wrappers.MakeClaimTemplate("admins-" + ns).ForNamespaces(tenantLabels).Groups("platform-admins").Obj()
 	createTemplate(t, admins)
 
-	private := makeTemplate("private-" + ns).Obj()
-	private.Spec.Source.SecretRef = &corev1.LocalObjectReference{Name: "repo-creds"}
+	private := wrappers.MakeClaimTemplate("private-"+ns).ForNamespaces(tenantLabels).Private("repo-creds", "").Obj()
 	createTemplate(t, private)
 	entitled(t, ns, "alice", tpl.Name, getSecret("push-ok"), claimVerb(private.Name))
 	grant(t, ns, "bob", writeClaims())
@@ -48,36 +47,36 @@ func TestClaimAdmission(t *testing.T) {
 		// must appear in the denial.
 		deny []string
 	}{
-		{name: "entitled user", by: "alice", claim: makeClaim("ok", ns, tpl.Name).Values(`{"replicas":2}`).Obj()},
-		{name: "no claim verb", by: "bob", claim: makeClaim("no-verb", ns, tpl.Name).Obj(),
+		{name: "entitled user", by: "alice", claim: wrappers.MakeClaim("ok", ns, tpl.Name).Values(`{"replicas":2}`).Obj()},
+		{name: "no claim verb", by: "bob", claim: wrappers.MakeClaim("no-verb", ns, tpl.Name).Obj(),
 			deny: []string{`user "bob"`, `spec.templateRef`, `"claim" on claimtemplates.packline.dev named "` + tpl.Name + `"`, `"create" on deployments.apps`}},
-		{name: "cannot create a rendered kind", by: "carol", claim: makeClaim("no-create", ns, tpl.Name).Obj(),
+		{name: "cannot create a rendered kind", by: "carol", claim: wrappers.MakeClaim("no-create", ns, tpl.Name).Obj(),
 			deny: []string{`ClaimTemplate ` + tpl.Name + ` renders Deployment.apps needs "create" on deployments.apps in namespace ` + ns, `"create" on services`}},
-		{name: "invalid values", by: "alice", claim: makeClaim("values", ns, tpl.Name).Values(`{"replicas":9}`).Obj(),
+		{name: "invalid values", by: "alice", claim: wrappers.MakeClaim("values", ns, tpl.Name).Values(`{"replicas":9}`).Obj(),
 			deny: []string{"spec.values.replicas"}},
-		{name: "image value with a bidirectional character", by: "alice", claim: makeClaim("image", ns, tpl.Name).Values(`{"image":"ghcr.io/acme/app:v1\u202e"}`).Obj(),
+		{name: "image value with a bidirectional character", by: "alice", claim: wrappers.MakeClaim("image", ns, tpl.Name).Values(`{"image":"ghcr.io/acme/app:v1\u202e"}`).Obj(),
 			deny: []string{"spec.values.image", "U+202E"}},
-		{name: "valid image value", by: "alice", claim: makeClaim("image-ok", ns, tpl.Name).Values(`{"image":"ghcr.io/acme/app:v1"}`).Obj()},
-		{name: "exposure not offered", by: "alice", claim: makeClaim("expose", ns, tpl.Name).Exposure(v1alpha1.ExposureLoadBalancer).Obj(),
+		{name: "valid image value", by: "alice", claim: wrappers.MakeClaim("image-ok", ns, tpl.Name).Values(`{"image":"ghcr.io/acme/app:v1"}`).Obj()},
+		{name: "exposure not offered", by: "alice", claim: wrappers.MakeClaim("expose", ns, tpl.Name).Exposure(v1alpha1.ExposureLoadBalancer).Obj(),
 			deny: []string{"spec.exposure.type", "LoadBalancer is not offered"}},
-		{name: "secret the user may not read", by: "alice", claim: makeClaim("secret", ns, tpl.Name).PushSecret("team-registry").Obj(),
+		{name: "secret the user may not read", by: "alice", claim: wrappers.MakeClaim("secret", ns, tpl.Name).PushSecret("team-registry").Obj(),
 			deny: []string{`spec.target.pushSecretRef: using Secret team-registry needs "get" on secrets named "team-registry"`}},
-		{name: "secret the user may read", by: "alice", claim: makeClaim("secret-ok", ns, tpl.Name).PushSecret("push-ok").Obj()},
-		{name: "not in the template's groups", by: "alice", claim: makeClaim("groups", ns, admins.Name).Obj(),
+		{name: "secret the user may read", by: "alice", claim: wrappers.MakeClaim("secret-ok", ns, tpl.Name).PushSecret("push-ok").Obj()},
+		{name: "not in the template's groups", by: "alice", claim: wrappers.MakeClaim("groups", ns, admins.Name).Obj(),
 			deny: []string{"spec.access.groups (platform-admins)"}},
-		{name: "in the template's groups", by: "frank", groups: []string{"platform-admins"}, claim: makeClaim("groups-ok", ns, admins.Name).Obj()},
+		{name: "in the template's groups", by: "frank", groups: []string{"platform-admins"}, claim: wrappers.MakeClaim("groups-ok", ns, admins.Name).Obj()},
 		{name: "private template, own repository", by: "alice", claim: func() *v1alpha1.Claim {
-			c := makeClaim("private", ns, private.Name).Obj()
+			c := wrappers.MakeClaim("private", ns, private.Name).Obj()
 			c.Spec.Target = &v1alpha1.Target{Repository: "registry.example.com/elsewhere"}
 			return c
 		}(), deny: []string{"spec.target.repository: not allowed, because ClaimTemplate " + private.Name + " reads a private repository"}},
 		{name: "private template, tag only", by: "alice", claim: func() *v1alpha1.Claim {
-			c := makeClaim("private-tag", ns, private.Name).Obj()
+			c := wrappers.MakeClaim("private-tag", ns, private.Name).Obj()
 			c.Spec.Target = &v1alpha1.Target{Tag: "v2"}
 			return c
 		}()},
 		{name: "forged requester is overwritten", by: "alice",
-			claim: makeClaim("forged", ns, tpl.Name).Annotation(v1alpha1.AnnotationRequester, `{"username":"system:admin"}`).
+			claim: wrappers.MakeClaim("forged", ns, tpl.Name).Annotation(v1alpha1.AnnotationRequester, `{"username":"system:admin"}`).
 				Annotation(v1alpha1.AnnotationRequesterSeal, "Zm9yZ2Vk").Obj()},
 	}
 	for _, tc := range cases {
@@ -110,10 +109,10 @@ func TestClaimNamespaceSelector(t *testing.T) {
 	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, nsObj)).To(Succeed())
 	nsObj.Labels = map[string]string{"tenant": "false"}
 	g.Expect(env.Client.Update(context.Background(), nsObj)).To(Succeed())
-	tpl := makeTemplate("sel-" + ns).Obj()
+	tpl := wrappers.MakeClaimTemplate("sel-" + ns).ForNamespaces(tenantLabels).Obj()
 	createTemplate(t, tpl)
 	entitled(t, ns, "alice", tpl.Name)
-	err := as(t, "alice").Create(context.Background(), makeClaim("c", ns, tpl.Name).Obj())
+	err := as(t, "alice").Create(context.Background(), wrappers.MakeClaim("c", ns, tpl.Name).Obj())
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("spec.access.namespaceSelector"))
 }
@@ -128,11 +127,11 @@ func TestClaimBeforeTemplate(t *testing.T) {
 	name := "later-" + ns
 	bob := as(t, "bob")
 	grant(t, ns, "bob", writeClaims())
-	c := makeClaim("early", ns, name).Obj()
+	c := wrappers.MakeClaim("early", ns, name).Obj()
 	g.Expect(bob.Create(context.Background(), c)).To(Succeed())
 	g.Expect(bob.warnings.all()).To(ContainSubstring(`ClaimTemplate "` + name + `" does not exist yet`))
 
-	createTemplate(t, makeTemplate(name).Obj())
+	createTemplate(t, wrappers.MakeClaimTemplate(name).ForNamespaces(tenantLabels).Obj())
 	g.Eventually(func(g Gomega) {
 		got := &v1alpha1.Claim{}
 		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(c), got)).To(Succeed())
@@ -155,13 +154,13 @@ func TestClaimUpdateBySecondUser(t *testing.T) {
 	startManager(t, true)
 	g := NewWithT(t)
 	ns := tenantNamespace(t)
-	tpl := makeTemplate("upd-" + ns).Obj()
+	tpl := wrappers.MakeClaimTemplate("upd-" + ns).ForNamespaces(tenantLabels).Obj()
 	createTemplate(t, tpl)
 	entitled(t, ns, "alice", tpl.Name)
 	entitled(t, ns, "dave", tpl.Name)
 	grant(t, ns, "eve", writeClaims())
 
-	c := makeClaim("shared", ns, tpl.Name).Values(`{"replicas":1}`).Obj()
+	c := wrappers.MakeClaim("shared", ns, tpl.Name).Values(`{"replicas":1}`).Obj()
 	g.Expect(as(t, "alice").Create(context.Background(), c)).To(Succeed())
 	g.Expect(requester(g, c)).To(ContainSubstring(`"alice"`))
 
@@ -199,7 +198,7 @@ func TestClaimWebhookUnreachable(t *testing.T) {
 	stop()
 	g := NewWithT(t)
 	ns := tenantNamespace(t)
-	err := env.Client.Create(context.Background(), makeClaim("down", ns, "any").Obj())
+	err := env.Client.Create(context.Background(), wrappers.MakeClaim("down", ns, "any").Obj())
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring(`failed calling webhook "mclaim.packline.dev"`))
 }

@@ -133,23 +133,21 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 	if o.State == StatePending && stuck(o.Reason) {
 		return p.giveUpIfStuck(ctx, obj, job, o)
 	}
-	switch o.State {
-	case StateSucceeded:
+	// The same state machine as the run's; the cleanup's state is its Jobs,
+	// so it keeps no phase, and its backoff counts from the Job's failure.
+	next := Transition(Run{Attempts: attempt}, Observed(o), p.retryPolicy(obj.GetPipelineSpec()))
+	switch next.Action {
+	case ActionSucceed:
 		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeNormal, "ArtifactDeleted", "deleted "+st.Reference)
-	case StateFailed:
-		limit := p.Config.DefaultRetryLimit
-		if rl := obj.GetPipelineSpec().RetryLimit; rl != nil {
-			limit = *rl
-		}
-		if o.Permanent || attempt > limit {
-			return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
-				fmt.Sprintf("could not delete %s (%s: %s); it is left in the registry", st.Reference, o.Reason, o.Message))
-		}
+	case ActionFail:
+		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
+			fmt.Sprintf("could not delete %s (%s: %s); it is left in the registry", st.Reference, o.Reason, o.Message))
+	case ActionRetry:
 		failedAt := p.now()
 		if c := jobCondition(job, batchv1.JobFailed); c != nil {
 			failedAt = c.LastTransitionTime.Time
 		}
-		if wait := failedAt.Add(Backoff(attempt, p.Config.BackoffBase, p.Config.BackoffCap)).Sub(p.now()); wait > 0 {
+		if wait := failedAt.Add(next.Wait).Sub(p.now()); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		return p.startCleanup(ctx, obj, owner, ns, target, attempt+1)

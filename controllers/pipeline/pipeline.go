@@ -61,6 +61,9 @@ type Config struct {
 	// TemplateCheck (--template-check) renders every valid ClaimTemplate
 	// once per generation in TemplateNamespace, before Claims rely on it.
 	TemplateCheck bool
+	// Now is the manager's clock; nil is time.Now. Tests step it through a
+	// retry backoff, so that they see each Retrying phase for certain.
+	Now func() time.Time
 }
 
 // DefaultTemplateNamespace is the manager's own namespace ($POD_NAMESPACE),
@@ -174,7 +177,6 @@ type Pipeline struct {
 	// CleanupPlacement, when set, places deletionPolicy Delete's cleanup
 	// Jobs; by default they run in the owner's namespace with its target.
 	CleanupPlacement CleanupPlacement
-	Now              func() time.Time
 }
 
 // Reconcile runs the steps in order and patches status once, at the end.
@@ -275,8 +277,8 @@ func lowestRequeue(a, b ctrl.Result) ctrl.Result {
 }
 
 func (p *Pipeline) now() time.Time {
-	if p.Now != nil {
-		return p.Now()
+	if p.Config.Now != nil {
+		return p.Config.Now()
 	}
 	return time.Now()
 }

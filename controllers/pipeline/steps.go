@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -87,12 +86,7 @@ func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 	if st.ObservedGeneration == s.obj.GetGeneration() && st.InputsHash == s.work.InputsHash && st.Phase != "" {
 		if rerun {
 			st.LastHandledRequestedAt = requested
-			if st.Phase == v1alpha1.PhaseFailed {
-				// One more attempt, numbered after the last, so its Job is new.
-				st.Phase, st.CompletionTime = v1alpha1.PhaseRetrying, nil
-				st.NextAttemptTime = &metav1.Time{Time: p.now()}
-				setProgress(st, ReasonRerunRequested, fmt.Sprintf("%s=%q: starting attempt %d", v1alpha1.AnnotationRequestedAt, requested, st.Attempts+1))
-			}
+			p.enact(s, Transition(s.run(), RerunRequested(requested), p.retryPolicy(s.obj.GetPipelineSpec())))
 		}
 		return ctrl.Result{}, nil
 	}
@@ -402,50 +396,45 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 
 // apply moves status according to an observation.
 func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
-	st := s.status
 	// Hints name what the user must fix (the Secret behind a 401, or the
 	// one a pod cannot start without), which neither the worker nor the
 	// kubelet knows.
 	if hint := s.work.Hints[o.Reason]; hint != "" && o.State != StateSucceeded {
 		o.Message += ": " + hint
 	}
-	switch o.State {
-	case StateNoJob, StatePending:
-		st.Phase = v1alpha1.PhasePending
-	case StateQueued:
-		st.Phase = v1alpha1.PhaseQueued
-	case StateRunning:
-		st.Phase = v1alpha1.PhaseRunning
-	case StateSucceeded:
-		r := o.Result
-		st.Phase = v1alpha1.PhaseSucceeded
+	return p.enact(s, Transition(s.run(), Observed(o), p.retryPolicy(s.obj.GetPipelineSpec())))
+}
+
+// run is the state Transition reads.
+func (s *scope) run() Run { return Run{Phase: s.status.Phase, Attempts: s.status.Attempts} }
+
+// enact writes a transition into status.
+func (p *Pipeline) enact(s *scope, next Next) ctrl.Result {
+	st := s.status
+	switch next.Action {
+	case ActionNone:
+		return ctrl.Result{}
+	case ActionSucceed:
+		r := next.Result
+		st.Phase = next.Phase
 		st.Digest, st.Reference, st.SourceRevision = r.Digest, r.Reference, r.SourceRevision
 		if r.Tag != "" {
 			st.Tag = r.Tag
 		}
 		st.CompletionTime = &metav1.Time{Time: p.now()}
-		setReady(st, "Succeeded", o.Message)
+		setReady(st, next.Reason, next.Message)
 		return ctrl.Result{}
-	case StateFailed:
-		limit := p.Config.DefaultRetryLimit
-		if rl := s.obj.GetPipelineSpec().RetryLimit; rl != nil {
-			limit = *rl
-		}
-		if o.Permanent {
-			p.fail(s, o.Reason, o.Message)
-			return ctrl.Result{}
-		}
-		if st.Attempts > limit {
-			p.fail(s, o.Reason, fmt.Sprintf("%s (gave up after %d attempts, spec.retryLimit is %d)", o.Message, st.Attempts, limit))
-			return ctrl.Result{}
-		}
-		wait := Backoff(st.Attempts, p.Config.BackoffBase, p.Config.BackoffCap)
-		st.Phase = v1alpha1.PhaseRetrying
-		st.NextAttemptTime = &metav1.Time{Time: p.now().Add(wait)}
-		setProgress(st, o.Reason, fmt.Sprintf("attempt %d failed: %s; retrying in %s", st.Attempts, o.Message, wait))
-		return ctrl.Result{RequeueAfter: wait}
+	case ActionFail:
+		p.fail(s, next.Reason, next.Message)
+		return ctrl.Result{}
+	case ActionRetry:
+		st.Phase, st.CompletionTime = next.Phase, nil
+		st.NextAttemptTime = &metav1.Time{Time: p.now().Add(next.Wait)}
+		setProgress(st, next.Reason, next.Message)
+		return ctrl.Result{RequeueAfter: next.Wait}
 	}
-	setProgress(st, o.Reason, o.Message)
+	st.Phase = next.Phase
+	setProgress(st, next.Reason, next.Message)
 	return ctrl.Result{}
 }
 
@@ -456,15 +445,6 @@ func (p *Pipeline) fail(s *scope, reason, message string) {
 		s.status.CompletionTime = &metav1.Time{Time: p.now()}
 	}
 	setStalled(s.status, reason, message)
-}
-
-// Backoff is base·2^(attempt-1), capped.
-func Backoff(attempt int32, base, cap_ time.Duration) time.Duration {
-	d := base
-	for i := int32(1); i < attempt && d < cap_; i++ {
-		d *= 2
-	}
-	return min(d, cap_)
 }
 
 func highestAttempt(jobs map[int32]*batchv1.Job) int32 {

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +25,7 @@ import (
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/sandbox"
+	"github.com/packline/packline/test/wrappers"
 )
 
 const (
@@ -144,21 +144,9 @@ func checkClaimEntitlement(t *testing.T, s *sandbox.Sandbox) {
 
 	repo := gitserver.Serve(t, gitserver.Repo{Name: "workloads", Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
 	tenant := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Labels: sandbox.TenantLabels}}
-	tpl := &v1alpha1.ClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "code-server"},
-		Spec: v1alpha1.ClaimTemplateSpec{
-			Source:  v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/code-server/base"},
-			Kinds:   []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
-			Service: "code-server",
-			ValuesSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","additionalProperties":false,
-				"properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`)},
-			Parameters: []v1alpha1.ParameterBinding{{Value: "replicas", Kind: "Replicas",
-				Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
-			Exposures:        []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureType("ClusterIP")}},
-			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sandbox.TenantLabels}},
-			RepositoryPrefix: s.Registry.Host + "/claims",
-		},
-	}
+	tpl := wrappers.MakeClaimTemplate("code-server").Source(repo.URL, "main", "apps/code-server/base").Service("code-server").
+		Schema(`{"type":"object","additionalProperties":false,"properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`).
+		Exposures(v1alpha1.ExposureClusterIP).ForNamespaces(sandbox.TenantLabels).RepositoryPrefix(s.Registry.Host + "/claims").Obj()
 	// What a tenant needs besides the claim verb: create on Claims and on
 	// every kind the template declares.
 	author := []rbacv1.PolicyRule{
@@ -198,15 +186,8 @@ func checkClaimEntitlement(t *testing.T, s *sandbox.Sandbox) {
 }
 
 func tenantClaim(name string) *v1alpha1.Claim {
-	return &v1alpha1.Claim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "tenant"},
-		Spec: v1alpha1.ClaimSpec{
-			TemplateRef: v1alpha1.TemplateReference{Name: "code-server"},
-			Values:      &apiextensionsv1.JSON{Raw: []byte(`{"replicas":2}`)},
-			Exposure:    v1alpha1.Exposure{Type: v1alpha1.ExposureType("ClusterIP")},
-			Target:      &v1alpha1.Target{PlainHTTP: true},
-		},
-	}
+	return wrappers.MakeClaim(name, "tenant", "code-server").Values(`{"replicas":2}`).Exposure(v1alpha1.ExposureClusterIP).
+		Target(v1alpha1.Target{PlainHTTP: true}).Obj()
 }
 
 // checkDenied: alice's Claim is refused by the webhook (not by RBAC on

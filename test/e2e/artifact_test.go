@@ -34,7 +34,7 @@ func jobComplete(j *batchv1.Job) bool {
 
 func TestArtifactReadyWithPullableDigest(t *testing.T) {
 	ns := newNamespace(t)
-	a := newArtifact(ns, "tiny", "packline/tiny-model")
+	a := newArtifact(ns, "tiny", "packline/tiny-model").Obj()
 	create(t, a)
 	waitReady(t, a, a.GetPipelineStatus)
 
@@ -61,7 +61,7 @@ func TestSpecEditMakesNewDigestAndRemovesOldJob(t *testing.T) {
 		"model.safetensors": []byte("other weights"),
 	}})
 	ns := newNamespace(t)
-	a := newArtifact(ns, "edited", "packline/tiny-model")
+	a := newArtifact(ns, "edited", "packline/tiny-model").Obj()
 	create(t, a)
 	waitReady(t, a, a.GetPipelineStatus)
 	first := a.Status.Digest
@@ -91,7 +91,7 @@ func TestDeleteMidRunIsCollectedByGarbageCollector(t *testing.T) {
 	release := sb.HF.Hold()
 	defer release()
 	ns := newNamespace(t)
-	a := newArtifact(ns, "deleted", "packline/tiny-model")
+	a := newArtifact(ns, "deleted", "packline/tiny-model").Obj()
 	create(t, a)
 	pod := waitRunningPod(t, ns, a.Name)
 	g := NewWithT(t)

@@ -33,7 +33,7 @@ func BenchmarkApplyToReadyOverhead(b *testing.B) {
 	for range b.N {
 		for i := range runs {
 			ns := newNamespace(b)
-			a := newArtifact(ns, fmt.Sprintf("bench-%d", i), "packline/tiny-model")
+			a := newArtifact(ns, fmt.Sprintf("bench-%d", i), "packline/tiny-model").Obj()
 			start := time.Now()
 			create(b, a)
 			waitReadyFast(b, a)
@@ -106,7 +106,7 @@ func BenchmarkThousandArtifacts(b *testing.B) {
 		ns := newNamespace(b)
 		objs := make([]client.Object, n)
 		for i := range objs {
-			a := newArtifact(ns, fmt.Sprintf("a%04d", i), "packline/tiny-model")
+			a := newArtifact(ns, fmt.Sprintf("a%04d", i), "packline/tiny-model").Obj()
 			a.Spec.QueueName = "bench"
 			objs[i] = a
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -13,6 +12,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/sandbox"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // A Claim renders the fixture template repository, served over git smart
@@ -20,32 +20,13 @@ import (
 func TestClaimReadyWithPullableDigest(t *testing.T) {
 	repo := gitserver.Serve(t, gitserver.Repo{Name: "workloads", Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
 	ns := newNamespace(t)
-	tpl := &v1alpha1.ClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "code-server-" + ns},
-		Spec: v1alpha1.ClaimTemplateSpec{
-			Source:  v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/code-server/base"},
-			Kinds:   []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
-			Service: "code-server",
-			ValuesSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","additionalProperties":false,
-				"properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`)},
-			Parameters: []v1alpha1.ParameterBinding{{Value: "replicas", Kind: "Replicas",
-				Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
-			Exposures:        []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureType("ClusterIP")}},
-			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sandbox.TenantLabels}},
-			RepositoryPrefix: sb.Registry.Host + "/claims",
-		},
-	}
+	tpl := wrappers.MakeClaimTemplate("code-server-"+ns).Source(repo.URL, "main", "apps/code-server/base").Service("code-server").
+		Schema(`{"type":"object","additionalProperties":false,"properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`).
+		Exposures(v1alpha1.ExposureClusterIP).ForNamespaces(sandbox.TenantLabels).RepositoryPrefix(sb.Registry.Host + "/claims").Obj()
 	create(t, tpl)
 	t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), tpl) })
-	c := &v1alpha1.Claim{
-		ObjectMeta: metav1.ObjectMeta{Name: "my-code-server", Namespace: ns},
-		Spec: v1alpha1.ClaimSpec{
-			TemplateRef: v1alpha1.TemplateReference{Name: tpl.Name},
-			Values:      &apiextensionsv1.JSON{Raw: []byte(`{"replicas":2}`)},
-			Exposure:    v1alpha1.Exposure{Type: v1alpha1.ExposureType("ClusterIP")},
-			Target:      &v1alpha1.Target{PlainHTTP: true},
-		},
-	}
+	c := wrappers.MakeClaim("my-code-server", ns, tpl.Name).Values(`{"replicas":2}`).Exposure(v1alpha1.ExposureClusterIP).
+		Target(v1alpha1.Target{PlainHTTP: true}).Obj()
 	create(t, c)
 	waitReady(t, c, c.GetPipelineStatus)
 
@@ -74,15 +55,10 @@ func TestClaimReadyWithPullableDigest(t *testing.T) {
 func TestTemplateCheckCatchesWrongPath(t *testing.T) {
 	repo := gitserver.Serve(t, gitserver.Repo{Name: "workloads", Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
 	ns := newNamespace(t)
-	tpl := &v1alpha1.ClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "wrong-path-" + ns},
-		Spec: v1alpha1.ClaimTemplateSpec{
-			Source:           v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/no-such-app"},
-			Kinds:            []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}},
-			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sandbox.TenantLabels}},
-			RepositoryPrefix: sb.Registry.Host + "/claims",
-		},
-	}
+	tpl := wrappers.MakeClaimTemplate("wrong-path-"+ns).Source(repo.URL, "main", "apps/no-such-app").
+		Kinds(v1alpha1.RenderedKind{Group: "apps", Kind: "Deployment"}).ForNamespaces(sandbox.TenantLabels).
+		RepositoryPrefix(sb.Registry.Host + "/claims").Obj()
+	tpl.Spec.ValuesSchema, tpl.Spec.Parameters = nil, nil
 	create(t, tpl)
 	t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), tpl) })
 	waitFor(t, func(g Gomega) {
@@ -94,10 +70,7 @@ func TestTemplateCheckCatchesWrongPath(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring("apps/no-such-app"))
 	}).Should(Succeed())
 
-	c := &v1alpha1.Claim{
-		ObjectMeta: metav1.ObjectMeta{Name: "waits", Namespace: ns},
-		Spec:       v1alpha1.ClaimSpec{TemplateRef: v1alpha1.TemplateReference{Name: tpl.Name}, Target: &v1alpha1.Target{PlainHTTP: true}},
-	}
+	c := wrappers.MakeClaim("waits", ns, tpl.Name).Target(v1alpha1.Target{PlainHTTP: true}).Obj()
 	create(t, c)
 	waitFor(t, func(g Gomega) {
 		cur := &v1alpha1.Claim{}

@@ -24,7 +24,7 @@ func TestRegistryOutageMidRunRetriesUntilReady(t *testing.T) {
 	release := sb.HF.Hold()
 	defer release()
 	ns := newNamespace(t)
-	a := newArtifact(ns, "outage", "packline/tiny-model")
+	a := newArtifact(ns, "outage", "packline/tiny-model").Obj()
 	a.Spec.RetryLimit = ptr.To[int32](20)
 	create(t, a)
 	waitRunningPod(t, ns, a.Name)
@@ -85,7 +85,7 @@ func TestRegistryCredentials(t *testing.T) {
 	create(t, secret("push-wrong", "wrong-password"))
 	create(t, secret("push-right", "right-password"))
 	artifact := func(name, secret string) *v1alpha1.Artifact {
-		a := newArtifact(ns, name, "packline/tiny-model")
+		a := newArtifact(ns, name, "packline/tiny-model").Obj()
 		a.Spec.Target.Repository = reg.Host + "/e2e/" + name
 		a.Spec.Target.PushSecretRef = &corev1.LocalObjectReference{Name: secret}
 		return a

@@ -54,17 +54,13 @@ func TestNoCredentialLeavesItsSecret(t *testing.T) {
 	create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: ns},
 		StringData: map[string]string{"token": hfMarker}})
 
-	push := newArtifact(ns, "push-refused", "packline/tiny-model")
+	push := newArtifact(ns, "push-refused", "packline/tiny-model").Obj()
 	push.Spec.Target = v1alpha1.Target{Repository: reg.Host + "/leak/push", PlainHTTP: true,
 		PushSecretRef: &corev1.LocalObjectReference{Name: "push"}}
-	gitSrc := newArtifact(ns, "git-refused", "")
-	gitSrc.Spec.Source = v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: "main",
-		SecretRef: &corev1.LocalObjectReference{Name: "git"}}}
-	hf := newArtifact(ns, "hf-gated", "packline/no-such-model")
-	hf.Spec.Source.HuggingFace.TokenSecretRef = &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}
-	presigned := newArtifact(ns, "presigned", "")
-	presigned.Spec.Source = v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{
-		URL: sb.HF.URL + "/no/such/file.tar.gz?X-Amz-Credential=AKIA&X-Amz-Signature=" + sigMarker}}
+	gitSrc := newArtifact(ns, "git-refused", "").Git(git.URL, "main", "").GitSecret("git").Obj()
+	hf := newArtifact(ns, "hf-gated", "packline/no-such-model").HFToken("hf").Obj()
+	presigned := newArtifact(ns, "presigned", "").
+		HTTP(sb.HF.URL + "/no/such/file.tar.gz?X-Amz-Credential=AKIA&X-Amz-Signature=" + sigMarker).Obj()
 	all := []*v1alpha1.Artifact{push, gitSrc, hf, presigned}
 	for _, a := range all {
 		a.Spec.RetryLimit = new(int32)

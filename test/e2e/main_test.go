@@ -26,6 +26,7 @@ import (
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/sandbox"
 	"github.com/packline/packline/test/sandbox/procnode"
+	"github.com/packline/packline/test/wrappers"
 )
 
 var (
@@ -113,14 +114,9 @@ func newNamespace(t testing.TB) string {
 }
 
 // newArtifact imports repo from the fixture hub into the sandbox registry.
-func newArtifact(ns, name, repo string) *v1alpha1.Artifact {
-	return &v1alpha1.Artifact{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.ArtifactSpec{
-			Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: repo, Endpoint: sb.HF.URL}},
-			Target: v1alpha1.Target{Repository: sb.Registry.Host + "/e2e/" + ns + "/" + name, Tag: "v1", PlainHTTP: true},
-		},
-	}
+func newArtifact(ns, name, repo string) *wrappers.ArtifactWrapper {
+	return wrappers.MakeArtifact(name, ns).HF(repo).HFEndpoint(sb.HF.URL).
+		Repository(sb.Registry.Host + "/e2e/" + ns + "/" + name).PlainHTTP()
 }
 
 func create(t testing.TB, o client.Object) {

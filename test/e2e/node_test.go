@@ -178,7 +178,7 @@ func TestUnpullableWorkerImageIsReported(t *testing.T) {
 		g.Expect(sb.StartManager()).To(Succeed())
 	}()
 	ns := newNamespace(t)
-	a := newArtifact(ns, "no-image", "packline/tiny-model")
+	a := newArtifact(ns, "no-image", "packline/tiny-model").Obj()
 	create(t, a)
 	waitFor(t, func(g Gomega) {
 		g.Expect(sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a)).To(Succeed())

@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content/memory"
 	"oras.land/oras-go/v2/registry/remote"
@@ -27,6 +26,7 @@ import (
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/sandbox"
+	"github.com/packline/packline/test/wrappers"
 )
 
 // A private template: the fixture Git server wants credentials, which live
@@ -70,27 +70,13 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 		create(t, s)
 		t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), s) })
 	}
-	tpl := &v1alpha1.ClaimTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "private-" + tenant},
-		Spec: v1alpha1.ClaimTemplateSpec{
-			Source: v1alpha1.TemplateSource{URL: repo.URL, Ref: "main", Path: "apps/code-server/base",
-				SecretRef: &corev1.LocalObjectReference{Name: repoSecret}},
-			PushSecretRef:    &corev1.LocalObjectReference{Name: pushSecret},
-			Kinds:            []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
-			Service:          "code-server",
-			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sandbox.TenantLabels}, RequireClaimVerb: ptr.To(false)},
-			RepositoryPrefix: reg.Host + "/claims",
-		},
-	}
+	tpl := wrappers.MakeClaimTemplate("private-"+tenant).Source(repo.URL, "main", "apps/code-server/base").Private(repoSecret, pushSecret).
+		Service("code-server").ForNamespaces(sandbox.TenantLabels).Open().RepositoryPrefix(reg.Host + "/claims").Obj()
+	// No values: the defaults of the template repository.
+	tpl.Spec.ValuesSchema, tpl.Spec.Parameters = nil, nil
 	create(t, tpl)
 	t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), tpl) })
-	c := &v1alpha1.Claim{
-		ObjectMeta: metav1.ObjectMeta{Name: "private-ide", Namespace: tenant},
-		Spec: v1alpha1.ClaimSpec{
-			TemplateRef: v1alpha1.TemplateReference{Name: tpl.Name},
-			Target:      &v1alpha1.Target{Tag: "v1", PlainHTTP: true},
-		},
-	}
+	c := wrappers.MakeClaim("private-ide", tenant, tpl.Name).Target(v1alpha1.Target{Tag: "v1", PlainHTTP: true}).Obj()
 	create(t, c)
 	waitReady(t, c, c.GetPipelineStatus)
 

@@ -16,7 +16,7 @@ func TestManagerKilledMidRun(t *testing.T) {
 	release := sb.HF.Hold()
 	defer release()
 	ns := newNamespace(t)
-	a := newArtifact(ns, "restart", "packline/tiny-model")
+	a := newArtifact(ns, "restart", "packline/tiny-model").Obj()
 	create(t, a)
 	waitRunningPod(t, ns, a.Name)
 

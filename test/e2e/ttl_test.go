@@ -22,7 +22,7 @@ func TestFinishedJobRemovedByTTLKeepsStatus(t *testing.T) {
 		g.Expect(sb.StartManager()).To(Succeed())
 	}()
 	ns := newNamespace(t)
-	a := newArtifact(ns, "ttl", "packline/tiny-model")
+	a := newArtifact(ns, "ttl", "packline/tiny-model").Obj()
 	create(t, a)
 	waitReady(t, a, a.GetPipelineStatus)
 	digest := a.Status.Digest
