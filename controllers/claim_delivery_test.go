@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -47,7 +48,9 @@ func installFlux(t *testing.T) {
 		}
 		eventually(t, func(g Gomega) {
 			for _, crd := range crds {
-				err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+				err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), u)
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CRD %s still there: %v", crd.Name, err)
 			}
 		})
