@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	intoto "github.com/in-toto/attestation/go/v1"
 	slsa "github.com/in-toto/attestation/go/predicates/provenance/v1"
+	intoto "github.com/in-toto/attestation/go/v1"
 	"github.com/opencontainers/go-digest"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
