@@ -54,6 +54,10 @@ k8s-assets: ## Build or reuse kube-apiserver, kube-controller-manager and etcd i
 registry: ## Build or reuse the distribution v3 registry in the cache.
 	@test/tools/registry.sh >/dev/null
 
+.PHONY: cosign
+cosign: ## Build or reuse the cosign CLI in the cache (the signing tests verify with it).
+	@test/tools/cosign.sh >/dev/null
+
 ##@ Images
 
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -72,8 +76,8 @@ images: ## Build the manager and worker images without a daemon (OCI layout in d
 ##@ Tests
 
 .PHONY: test
-test: k8s-assets registry ## Run the whole test suite against a real apiserver and registry.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+test: k8s-assets registry cosign ## Run the whole test suite against a real apiserver and registry.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m ./...
 
 # The packages whose tests need no API server (the real registry and Git
@@ -81,12 +85,12 @@ test: k8s-assets registry ## Run the whole test suite against a real apiserver a
 UNIT_PKGS := ./jobs/... ./cmd/worker ./controllers/pipeline ./controllers/claims ./controllers/entitlement
 
 .PHONY: unit
-unit: registry ## Run the tests that need no API server (worker, pipeline builders, rules).
-	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
+unit: registry cosign ## Run the tests that need no API server (worker, pipeline builders, rules).
+	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
 
 .PHONY: bench
-bench: k8s-assets registry ## Run the benchmarks; they print ratios against baselines measured in the same run.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+bench: k8s-assets registry cosign ## Run the benchmarks; they print ratios against baselines measured in the same run.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 .PHONY: demo
@@ -95,8 +99,8 @@ demo: build k8s-assets registry ## Run the local sandbox, apply config/samples, 
 		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(DEMO_FLAGS)
 
 .PHONY: e2e
-e2e: k8s-assets registry ## Run only the end-to-end suite on the sandbox (also part of `make test`).
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" \
+e2e: k8s-assets registry cosign ## Run only the end-to-end suite on the sandbox (also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/e2e
 
 .PHONY: fmt vet
