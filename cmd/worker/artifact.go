@@ -7,6 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
+
+	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
@@ -32,26 +35,50 @@ const (
 func init() { commands["artifact"] = runArtifact }
 
 func runArtifact(ctx context.Context) result.Result {
-	res, err := artifact(ctx)
+	started := time.Now().UTC()
+	var a spec.Artifact
+	if err := spec.Load(&a); err != nil {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	}
+	if a.Target.Repository == "" {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
+	}
+	signer, err := loadSigner(a.Signing)
 	if err != nil {
 		return failure.ToResult(err)
 	}
-	return res
+	repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	var res result.Result
+	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && signer != nil {
+		res, err = alreadyPushed(ctx, a, repo, pushed)
+	} else {
+		res, err = artifact(ctx, a, repo)
+	}
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	if signer == nil {
+		return res
+	}
+	return signPushed(ctx, signer, repo, a.Target.Repository, res, artifactProvenance(a, res.SourceRevision, started))
+}
+
+// alreadyPushed is the result of an earlier attempt that pushed digest and
+// then failed to sign it: checked to be still there, not pushed again.
+func alreadyPushed(ctx context.Context, a spec.Artifact, repo *remote.Repository, digest string) (result.Result, error) {
+	desc, err := repo.Resolve(ctx, digest)
+	if err != nil {
+		return result.Result{}, failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", a.Target.Repository, digest, err))
+	}
+	fmt.Fprintf(os.Stderr, "artifact: %s@%s was pushed by an earlier attempt; signing it only\n", a.Target.Repository, digest)
+	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(spec.EnvPushedRevision)), nil
 }
 
 // artifact fetches the source, writes the Kitfile, packs and pushes.
-func artifact(ctx context.Context) (result.Result, error) {
-	var a spec.Artifact
-	if err := spec.Load(&a); err != nil {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
-	}
-	if a.Target.Repository == "" {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty"))
-	}
-	repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
-	if err != nil {
-		return result.Result{}, err
-	}
+func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository) (result.Result, error) {
 	ws := envOr(EnvWorkspace, spec.WorkspaceDir)
 
 	if a.Source.OCI != nil {
