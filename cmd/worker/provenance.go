@@ -71,7 +71,7 @@ func artifactProvenance(a spec.Artifact, revision string, started time.Time) sig
 // the manifests hold them anyway), the exposure and the profile.
 func claimProvenance(c spec.Claim, commit string, started time.Time) sign.Provenance {
 	ext := map[string]any{
-		"exposure": string(firstNonEmpty(string(c.Exposure.Type), string(v1alpha1.ExposureClusterIP))),
+		"exposure": firstNonEmpty(string(c.Exposure.Type), string(v1alpha1.ExposureClusterIP)),
 		"target":   map[string]any{"repository": c.Target.Repository, "tag": c.Target.Tag},
 	}
 	var values []byte
