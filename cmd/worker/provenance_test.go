@@ -28,9 +28,9 @@ func TestRevisionDigest(t *testing.T) {
 func TestCleanURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"https://user:pass@example.com/m.tar.gz?X-Amz-Signature=abc#frag": "https://example.com/m.tar.gz",
-		"https://example.com/repo.git":                                     "https://example.com/repo.git",
-		"ssh://git@example.com/repo.git":                                   "ssh://example.com/repo.git",
-		"::not a url":                                                      "",
+		"https://example.com/repo.git":                                    "https://example.com/repo.git",
+		"ssh://git@example.com/repo.git":                                  "ssh://example.com/repo.git",
+		"::not a url":                                                     "",
 	} {
 		if got := cleanURL(in); got != want {
 			t.Errorf("cleanURL(%q) = %q, want %q", in, got, want)
