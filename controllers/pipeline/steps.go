@@ -103,6 +103,7 @@ func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 		Conditions:             st.Conditions,
 		LastHandledRequestedAt: requested,
 	}
+	clearSigned(st)
 	return ctrl.Result{}, nil
 }
 
@@ -341,6 +342,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
 		WorkspaceSize: workspaceSize(workspaceParams(s)),
+		Pushed:        pushedEarlier(s.status),
 	})
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
@@ -389,6 +391,7 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 	if hint := s.work.Hints[o.Reason]; hint != "" && o.State != StateSucceeded {
 		o.Message += ": " + hint
 	}
+	recordSigning(st, o)
 	switch o.State {
 	case StateNoJob, StatePending:
 		st.Phase = v1alpha1.PhasePending
