@@ -42,6 +42,10 @@ func (w *ArtifactWrapper) CASecret(s string) *ArtifactWrapper {
 	w.Spec.Target.CASecretRef = &corev1.LocalObjectReference{Name: s}
 	return w
 }
+func (w *ArtifactWrapper) SigningKey(s string) *ArtifactWrapper {
+	w.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: s}}
+	return w
+}
 func (w *ArtifactWrapper) Obj() *v1alpha1.Artifact { return &w.Artifact }
 
 // Creating an Artifact must not grant reading the namespace's Secrets: each
@@ -49,7 +53,7 @@ func (w *ArtifactWrapper) Obj() *v1alpha1.Artifact { return &w.Artifact }
 func TestArtifactReferences(t *testing.T) {
 	startManager(t, true)
 	ns := tenantNamespace(t)
-	grant(t, ns, "alice", writeClaims(), getSecret("hf-ok"), getSecret("push-ok"),
+	grant(t, ns, "alice", writeClaims(), getSecret("hf-ok"), getSecret("push-ok"), getSecret("cosign-ok"),
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}, ResourceNames: []string{"models"}})
 	cases := []struct {
 		name string
@@ -62,6 +66,9 @@ func TestArtifactReferences(t *testing.T) {
 			deny: []string{`spec.source.huggingFace.tokenSecretRef: using Secret prod-hf needs "get" on secrets named "prod-hf" in namespace ` + ns}},
 		{name: "push and CA secrets", a: makeArtifact("push", ns).PushSecret("prod-push").CASecret("prod-ca").Obj(),
 			deny: []string{"spec.target.pushSecretRef: using Secret prod-push", "spec.target.caSecretRef: using Secret prod-ca"}},
+		{name: "readable signing key", a: makeArtifact("signed", ns).SigningKey("cosign-ok").Obj()},
+		{name: "signing key of another team", a: makeArtifact("signed-prod", ns).SigningKey("prod-cosign").Obj(),
+			deny: []string{`spec.signing.keySecretRef: using Secret prod-cosign needs "get" on secrets named "prod-cosign"`}},
 		{name: "readable volume", a: makeArtifact("vol-ok", ns).Volume("models").Obj()},
 		{name: "requests above limits", a: func() *v1alpha1.Artifact {
 			a := makeArtifact("res", ns).Obj()
