@@ -43,7 +43,7 @@ func runArtifact(ctx context.Context) result.Result {
 	if a.Target.Repository == "" {
 		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
 	}
-	signer, err := loadSigner(a.Signing)
+	ctx, waitSigner, err := startSigner(ctx, a.Signing)
 	if err != nil {
 		return failure.ToResult(err)
 	}
@@ -52,10 +52,15 @@ func runArtifact(ctx context.Context) result.Result {
 		return failure.ToResult(err)
 	}
 	var res result.Result
-	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && signer != nil {
+	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && a.Signing != nil {
 		res, err = alreadyPushed(ctx, a, repo, pushed)
 	} else {
-		res, err = artifact(ctx, a, repo)
+		res, err = artifact(ctx, a, repo, func() error { _, err := waitSigner(); return err })
+	}
+	// A key failure comes first: it may be why the push was cancelled.
+	signer, kerr := waitSigner()
+	if kerr != nil {
+		return failure.ToResult(kerr)
 	}
 	if err != nil {
 		return failure.ToResult(err)
@@ -78,10 +83,16 @@ func alreadyPushed(ctx context.Context, a spec.Artifact, repo *remote.Repository
 }
 
 // artifact fetches the source, writes the Kitfile, packs and pushes.
-func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository) (result.Result, error) {
+// keyReady is called before the manifest is pushed and tagged (see
+// startSigner).
+func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, keyReady func() error) (result.Result, error) {
 	ws := envOr(EnvWorkspace, spec.WorkspaceDir)
 
 	if a.Source.OCI != nil {
+		// A copy pushes the manifest as it goes: the key must be known.
+		if err := keyReady(); err != nil {
+			return result.Result{}, err
+		}
 		desc, err := source.CopyOCI(ctx, *a.Source.OCI, envOr(EnvPullAuthDir, spec.PullAuthDir), repo, a.Target.Tag)
 		if err != nil {
 			return result.Result{}, err
@@ -113,8 +124,9 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository) (re
 		Format:      a.Format,
 		CacheDir:    filepath.Join(ws, kitfile.StateDir, "cache"),
 		Tag:         a.Target.Tag,
-		Annotations: a.Annotations,
-		Log:         os.Stderr,
+		Annotations:    a.Annotations,
+		Log:            os.Stderr,
+		BeforeManifest: keyReady,
 	})
 	if err != nil {
 		return result.Result{}, err

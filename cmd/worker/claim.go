@@ -33,7 +33,7 @@ func runClaim(ctx context.Context) result.Result {
 	if err := spec.Load(&c); err != nil {
 		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
 	}
-	signer, err := loadSigner(c.Signing)
+	ctx, waitSigner, err := startSigner(ctx, c.Signing)
 	if err != nil {
 		return failure.ToResult(err)
 	}
@@ -45,25 +45,32 @@ func runClaim(ctx context.Context) result.Result {
 		return failure.ToResult(err)
 	}
 	var res result.Result
-	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && signer != nil {
+	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && c.Signing != nil {
 		// An earlier attempt pushed it and failed to sign: sign only.
 		desc, rerr := repo.Resolve(ctx, pushed)
 		if rerr != nil {
-			return failure.ToResult(failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", c.Target.Repository, pushed, rerr)))
+			err = failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", c.Target.Repository, pushed, rerr))
+		} else {
+			res = result.Result{Digest: desc.Digest.String(), Reference: c.Target.Repository + "@" + desc.Digest.String(),
+				MediaType: desc.MediaType, ArtifactType: publish.ConfigMediaType, Size: desc.Size,
+				SourceRevision: os.Getenv(spec.EnvPushedRevision), Tag: c.Target.Tag}
 		}
-		res = result.Result{Digest: desc.Digest.String(), Reference: c.Target.Repository + "@" + desc.Digest.String(),
-			MediaType: desc.MediaType, ArtifactType: publish.ConfigMediaType, Size: desc.Size,
-			SourceRevision: os.Getenv(spec.EnvPushedRevision), Tag: c.Target.Tag}
-	} else {
+	} else if _, err = waitSigner(); err == nil {
+		// The render is small and fast: its push waits for the key.
 		res, err = render.Run(ctx, c, render.Options{
 			WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
 			AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
 			Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
 			Target:  repo,
 		})
-		if err != nil {
-			return failure.ToResult(err)
-		}
+	}
+	// A key failure comes first: it may be why the render was cancelled.
+	signer, kerr := waitSigner()
+	if kerr != nil {
+		return failure.ToResult(kerr)
+	}
+	if err != nil {
+		return failure.ToResult(err)
 	}
 	if signer == nil {
 		return res

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -24,31 +25,66 @@ import (
 // process node, where pods are local processes).
 const EnvSigningKeyDir = "PACKLINE_SIGNING_KEY_DIR"
 
-// loadSigner reads the signing key before anything is fetched, so a
-// missing key or a wrong password fails the run in seconds rather than
-// after a 100 GB download. Nil when the run does not sign.
-func loadSigner(s *spec.Signing) (*sign.Signer, error) {
+// startSigner reads the signing key before anything is fetched, so a
+// missing key or one of the wrong type fails the run in seconds rather
+// than after a 100 GB download. An encrypted key is decrypted in the
+// background: cosign's scrypt costs about 0.2 s of CPU (seconds on a busy
+// node), which then overlaps with the fetch and push instead of adding to
+// the run. A wrong password cancels the returned context, so a download
+// stops at once, and wait reports the key, not the cancelled download.
+//
+// wait returns a nil Signer when the run does not sign.
+func startSigner(ctx context.Context, s *spec.Signing) (context.Context, func() (*sign.Signer, error), error) {
+	none := func() (*sign.Signer, error) { return nil, nil }
 	if s == nil {
-		return nil, nil
+		return ctx, none, nil
 	}
+	// The provenance records the binary's digest; hashing it (tens of MB)
+	// overlaps with the fetch and push too.
+	go executableSHA256()
 	dir := envOr(EnvSigningKeyDir, spec.SigningKeyDir)
 	keyPEM, err := readSmall(filepath.Join(dir, spec.SigningKeyFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, failure.Permanent(failure.ReasonSigningKeyMissing, fmt.Errorf("%s: reading %s: %v", s.KeyField, spec.SigningKeyFile, err))
+		return ctx, none, failure.Permanent(failure.ReasonSigningKeyMissing, fmt.Errorf("%s: reading %s: %v", s.KeyField, spec.SigningKeyFile, err))
+	}
+	key, err := sign.ParseKey(keyPEM)
+	if err != nil {
+		return ctx, none, keyFailure(s, err)
 	}
 	password, _ := readSmall(filepath.Join(dir, spec.SigningPasswordFile))
-	key, err := sign.LoadKey(keyPEM, password)
-	if err != nil {
-		reason := failure.ReasonSigningKeyUnsupported
-		switch {
-		case errors.Is(err, sign.ErrKeyMissing):
-			reason = failure.ReasonSigningKeyMissing
-		case errors.Is(err, sign.ErrWrongPassword):
-			reason = failure.ReasonSigningKeyPassword
+	decrypt := func() (*sign.Signer, error) {
+		k, err := key.Decrypt(password)
+		if err != nil {
+			return nil, keyFailure(s, err)
 		}
-		return nil, failure.Permanent(reason, fmt.Errorf("%s: %v", s.KeyField, err))
+		return sign.NewSigner(k), nil
 	}
-	return sign.NewSigner(key), nil
+	if !key.Encrypted() {
+		signer, err := decrypt()
+		return ctx, func() (*sign.Signer, error) { return signer, err }, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	var signer *sign.Signer
+	go func() {
+		defer close(done)
+		if signer, err = decrypt(); err != nil {
+			cancel(err)
+		}
+	}()
+	return ctx, func() (*sign.Signer, error) { <-done; return signer, err }, nil
+}
+
+// keyFailure turns a key error into its reason, naming the field.
+func keyFailure(s *spec.Signing, err error) error {
+	reason := failure.ReasonSigningKeyUnsupported
+	switch {
+	case errors.Is(err, sign.ErrKeyMissing):
+		reason = failure.ReasonSigningKeyMissing
+	case errors.Is(err, sign.ErrWrongPassword):
+		reason = failure.ReasonSigningKeyPassword
+	}
+	return failure.Permanent(reason, fmt.Errorf("%s: %v", s.KeyField, err))
 }
 
 // signPushed signs res's manifest and attaches prov. On failure the result
@@ -128,7 +164,8 @@ func cutDigest(ref string) (string, digest.Digest, bool) {
 	return ref, "", false
 }
 
-func executableSHA256() (string, error) {
+// executableSHA256 is the running binary's sha256, computed once.
+var executableSHA256 = sync.OnceValues(func() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", err
@@ -143,4 +180,4 @@ func executableSHA256() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
+})

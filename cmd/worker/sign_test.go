@@ -23,6 +23,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/cosigntest"
@@ -258,8 +259,11 @@ func TestSignedClaimVerifiesWithCosign(t *testing.T) {
 }
 
 // TestSigningKeyFailures: each key problem is a permanent failure with its
-// own reason, a message naming the field and never the key, and nothing
-// is fetched or pushed.
+// own reason and a message naming the field and never the key. A key that
+// is missing or of the wrong type fails before anything is fetched; a
+// wrong password is found while the download runs (scrypt takes a while),
+// and stops the run before the manifest is pushed: the tag never points
+// at an unsigned artifact.
 func TestSigningKeyFailures(t *testing.T) {
 	host := regtest.Start(t)
 	_, keyPEM := cosignKey(t, "right")
@@ -267,7 +271,10 @@ func TestSigningKeyFailures(t *testing.T) {
 	rsaDER, _ := x509.MarshalPKCS8PrivateKey(rsaKey)
 	rsaPEM := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: rsaDER})
 	var fetched atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fetched.Add(1) }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(1)
+		w.Write([]byte("weights"))
+	}))
 	defer srv.Close()
 
 	for _, tc := range []struct {
@@ -275,16 +282,20 @@ func TestSigningKeyFailures(t *testing.T) {
 		key      []byte
 		password string
 		reason   string
+		// early: found before the source is fetched.
+		early bool
 	}{
-		{"wrong password", keyPEM, "hunter2-not-it", failure.ReasonSigningKeyPassword},
-		{"no password for an encrypted key", keyPEM, "", failure.ReasonSigningKeyPassword},
-		{"missing key", nil, "", failure.ReasonSigningKeyMissing},
-		{"RSA key", rsaPEM, "", failure.ReasonSigningKeyUnsupported},
+		{"wrong password", keyPEM, "hunter2-not-it", failure.ReasonSigningKeyPassword, false},
+		{"no password for an encrypted key", keyPEM, "", failure.ReasonSigningKeyPassword, false},
+		{"missing key", nil, "", failure.ReasonSigningKeyMissing, true},
+		{"RSA key", rsaPEM, "", failure.ReasonSigningKeyUnsupported, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keyDir(t, tc.key, tc.password)
+			before := fetched.Load()
+			repository := host + "/keys/" + strings.ReplaceAll(tc.name, " ", "-")
 			code, res := runWorker(t, spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.bin"}},
-				Target: spec.Target{Repository: host + "/x/y", Tag: "v1", PlainHTTP: true}, Signing: testSigning("Artifact", "x")})
+				Target: spec.Target{Repository: strings.ToLower(repository), Tag: "v1", PlainHTTP: true}, Signing: testSigning("Artifact", "x")})
 			if code != 1 || !res.Failed() || res.Error.Reason != tc.reason || !res.Error.Permanent {
 				t.Fatalf("exit %d, error %+v; want permanent %s", code, res.Error, tc.reason)
 			}
@@ -294,10 +305,17 @@ func TestSigningKeyFailures(t *testing.T) {
 			if strings.Contains(res.Error.Message, "PRIVATE KEY") || (tc.password != "" && strings.Contains(res.Error.Message, tc.password)) {
 				t.Errorf("message holds key material: %s", res.Error.Message)
 			}
+			if n := fetched.Load() - before; tc.early && n != 0 {
+				t.Errorf("the source was fetched %d times although the key was unusable", n)
+			}
+			repo, err := registry.Repository(strings.ToLower(repository), registry.Options{PlainHTTP: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if desc, err := repo.Resolve(t.Context(), "v1"); err == nil {
+				t.Errorf("an unsigned artifact was tagged: %s", desc.Digest)
+			}
 		})
-	}
-	if n := fetched.Load(); n != 0 {
-		t.Errorf("the source was fetched %d times although the key was unusable", n)
 	}
 }
 
