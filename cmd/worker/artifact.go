@@ -121,9 +121,9 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		return result.Result{}, err
 	}
 	desc, st, err := push.Push(ctx, repo, fetched.Root, kf, push.Options{
-		Format:      a.Format,
-		CacheDir:    filepath.Join(ws, kitfile.StateDir, "cache"),
-		Tag:         a.Target.Tag,
+		Format:         a.Format,
+		CacheDir:       filepath.Join(ws, kitfile.StateDir, "cache"),
+		Tag:            a.Target.Tag,
 		Annotations:    a.Annotations,
 		Log:            os.Stderr,
 		BeforeManifest: keyReady,

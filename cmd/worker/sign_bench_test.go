@@ -63,8 +63,8 @@ func BenchmarkSigningOverhead(b *testing.B) {
 			b.Setenv(EnvSourceVolumeDir, roots[s.name])
 			b.Setenv(EnvWorkspace, b.TempDir())
 			a := spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models"}},
-				Format: v1alpha1.FormatModelKit,
-				Target: spec.Target{Repository: fmt.Sprintf("%s/bench/%s-%d", host, s.name, i), Tag: "v1", PlainHTTP: true},
+				Format:  v1alpha1.FormatModelKit,
+				Target:  spec.Target{Repository: fmt.Sprintf("%s/bench/%s-%d", host, s.name, i), Tag: "v1", PlainHTTP: true},
 				Signing: &spec.Signing{KeyField: "spec.signing.keySecretRef", Resource: spec.Resource{Kind: "Artifact", Namespace: "bench", Name: s.name, Generation: 1}}}
 			repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
 			if err != nil {

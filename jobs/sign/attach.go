@@ -16,6 +16,7 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
@@ -61,16 +62,24 @@ func (e *PushError) Unwrap() error { return e.Err }
 // a re-run does not move the .sig tag. An attestation by the same key is
 // replaced by the new one; other signers' signatures and attestations are
 // kept, as cosign does.
+//
+// The two are independent manifests, pushed at the same time: each is a
+// few round trips, which is most of what signing costs.
 func (s *Signer) Attach(ctx context.Context, t oras.Target, repository string, subject digest.Digest, statement []byte) (Attached, error) {
-	sig, err := s.attachSignature(ctx, t, repository, subject)
-	if err != nil {
+	var out Attached
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		out.Signature, err = s.attachSignature(gctx, t, repository, subject)
+		return err
+	})
+	g.Go(func() (err error) {
+		out.Attestation, err = s.attachAttestation(gctx, t, subject, statement)
+		return err
+	})
+	if err := g.Wait(); err != nil {
 		return Attached{}, err
 	}
-	att, err := s.attachAttestation(ctx, t, subject, statement)
-	if err != nil {
-		return Attached{}, err
-	}
-	return Attached{Signature: sig, Attestation: att}, nil
+	return out, nil
 }
 
 func (s *Signer) attachSignature(ctx context.Context, t oras.Target, repository string, subject digest.Digest) (digest.Digest, error) {
@@ -249,10 +258,9 @@ func pushManifest(ctx context.Context, t oras.Target, tag string, layers []ocisp
 	return desc.Digest, nil
 }
 
+// pushBlob uploads b without asking first: these blobs are a few KiB, and
+// mostly new, so the upload costs what the check would.
 func pushBlob(ctx context.Context, t oras.Target, desc ocispec.Descriptor, b []byte) error {
-	if ok, err := t.Exists(ctx, desc); err == nil && ok {
-		return nil
-	}
 	err := t.Push(ctx, desc, bytes.NewReader(b))
 	if errors.Is(err, errdef.ErrAlreadyExists) {
 		return nil
