@@ -15,9 +15,11 @@
 //     tags; referrers are read only with --experimental-oci11 (or with the
 //     new protobuf bundle format, which `verify --key` does not look for
 //     unless --new-bundle-format is passed);
-//   - Flux's source-controller (v1.x) verifies with cosign's library through
-//     the same tag lookup; its OCIRepository spec.verify has no switch for
-//     referrers.
+//   - Flux's source-controller verifies with cosign's library: releases
+//     built on cosign v2 look up the .sig tag only; v1.9 (cosign v3) first
+//     looks for cosign v3 bundles (through referrers or their fallback
+//     tag) and, finding none, verifies the .sig tag the same way. The tag
+//     is the one layout every Flux v2 release reads with a public key.
 //
 // Tags also work on registries without the referrers API (distribution
 // before v3, many mirrors). The cost is one extra tag per artifact.
