@@ -56,6 +56,9 @@ func TestSchemaOnCreate(t *testing.T) {
 		wantField string
 	}{
 		{"artifact hf valid", artifact("hf", hf+target), ""},
+		{"artifact signed", artifact("signed", hf+target+"  signing: {keySecretRef: {name: cosign}}\n"), ""},
+		{"artifact signing without a Secret name", artifact("signed-noname", hf+target+"  signing: {keySecretRef: {}}\n"), "spec.signing.keySecretRef.name"},
+		{"profile signing without a Secret name", profile("signed-noname", "  namespaceSelector: {}\n  signing: {keySecretRef: {name: ''}}\n"), "spec.signing.keySecretRef.name"},
 		{"artifact git valid", artifact("git", "  source: {git: {url: 'https://git.example.com/m.git', ref: v1, path: models/a}}\n"+target+"  format: ModelPack\n"), ""},
 		{"artifact http with sha", artifact("http", "  source: {http: {url: 'https://x.example.com/m.tgz', sha256: "+strings.Repeat("a", 64)+"}}\n"+target), ""},
 		{"artifact oci by digest", artifact("oci", "  source: {oci: {reference: 'ghcr.io/a/b@sha256:"+strings.Repeat("0", 64)+"'}}\n"+target), ""},
