@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -179,4 +180,53 @@ func TestClaimWorkSigning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An EnvironmentProfile that signs, through the manager: the Claim of a
+// public template renders in the template namespace with the profile's
+// key and the template's push Secret, and its deletionPolicy Delete cleanup
+// runs there too (the tenant namespace never holds that run).
+func TestProfileSignedClaimRunsInTemplateNamespace(t *testing.T) {
+	s := startPrivate(t)
+	tenant := newNamespace(t)
+	ctx := context.Background()
+	ns := &corev1.Namespace{}
+	g := NewWithT(t)
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: tenant}, ns)).To(Succeed())
+	ns.Labels = map[string]string{"signing-test": tenant}
+	g.Expect(env.Client.Update(ctx, ns)).To(Succeed())
+	profile := &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: "signs-" + tenant}, Spec: v1alpha1.EnvironmentProfileSpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"signing-test": tenant}},
+		Signing:           &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "platform-cosign"}}}}
+	create(t, profile)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, profile) })
+	tpl := makeTemplate(tenant + "-public")
+	tpl.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: s.pushSecret}
+	create(t, tpl)
+
+	c := makeClaim("signed", tenant, tpl.Name).Obj()
+	c.Spec.DeletionPolicy = v1alpha1.DeletionDelete
+	c.Spec.Target = &v1alpha1.Target{Tag: "v1", PlainHTTP: true}
+	create(t, c)
+	job := waitJob(t, s.tplNS, c.Name, 1, 1)
+	g.Expect(volume(job, "signing-key")).NotTo(BeNil())
+	g.Expect(volume(job, "signing-key").Secret.SecretName).To(Equal("platform-cosign"))
+	g.Expect(volume(job, "push-auth").Secret.SecretName).To(Equal(s.pushSecret))
+	g.Expect(volume(job, "template-auth")).To(BeNil(), "a public template needs no repository credential")
+
+	repo := "registry.example.com/claims/" + tenant + "/signed"
+	runJob(t, job, 0, fmt.Sprintf(`{"digest":%q,"reference":"%s@%s","sourceRevision":"c0ffee","tag":"v1","signature":%q,"attestation":%q}`,
+		digest, repo, digest, sigDigest, sigDigest))
+	key := client.ObjectKeyFromObject(c)
+	eventually(t, func(g Gomega) {
+		got := getClaim(g, key)
+		g.Expect(got.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(got.Status.Signature).To(Equal(sigDigest))
+		g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty())
+	})
+
+	g.Expect(env.Client.Delete(ctx, getClaim(g, key))).To(Succeed())
+	cleanup := waitCleanupJob(t, s.tplNS, c.Name)
+	g.Expect(volume(cleanup, "push-auth").Secret.SecretName).To(Equal(s.pushSecret))
+	g.Expect(volume(cleanup, "signing-key")).To(BeNil(), "deleting needs no signing key")
 }
