@@ -236,9 +236,18 @@ func TestSignedClaimVerifiesWithCosign(t *testing.T) {
 		Signing: &spec.Signing{KeyField: "EnvironmentProfile lab spec.signing.keySecretRef", Template: "code-server", Profile: "lab",
 			Resource: spec.Resource{Kind: "Claim", Namespace: "team-a", Name: "ide", Generation: 1}},
 	}
+	unsignedClaim := c
+	unsignedClaim.Signing = nil
+	code, unsigned := runClaimWorker(t, unsignedClaim)
+	if code != 0 {
+		t.Fatalf("unsigned run: %+v", unsigned.Error)
+	}
 	code, res := runClaimWorker(t, c)
 	if code != 0 || res.Failed() {
 		t.Fatalf("exit %d, error %+v", code, res.Error)
+	}
+	if res.Digest != unsigned.Digest {
+		t.Errorf("signing changed the manifest digest: %s, unsigned %s", res.Digest, unsigned.Digest)
 	}
 	pred := verifyWithCosign(t, kp.Public(), res)
 	for _, w := range []struct {
