@@ -34,6 +34,9 @@ const (
 
 func init() { commands["artifact"] = runArtifact }
 
+// runArtifact fetches, packs and pushes an Artifact, and signs what it
+// pushed when the spec asks; a retry after a failed signature push only
+// signs (spec.EnvPushedDigest).
 func runArtifact(ctx context.Context) result.Result {
 	started := time.Now().UTC()
 	var a spec.Artifact
