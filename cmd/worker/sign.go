@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,7 +32,9 @@ const EnvSigningKeyDir = "PACKLINE_SIGNING_KEY_DIR"
 // background: cosign's scrypt costs about 0.2 s of CPU (seconds on a busy
 // node), which then overlaps with the fetch and push instead of adding to
 // the run. A wrong password cancels the returned context, so a download
-// stops at once, and wait reports the key, not the cancelled download.
+// stops at once, and wait reports the key, not the cancelled download;
+// the push waits for the key before it pushes the manifest, so the tag
+// never points at an artifact that could not be signed.
 //
 // wait returns a nil Signer when the run does not sign.
 func startSigner(ctx context.Context, s *spec.Signing) (context.Context, func() (*sign.Signer, error), error) {
@@ -54,6 +57,11 @@ func startSigner(ctx context.Context, s *spec.Signing) (context.Context, func() 
 	password, _ := readSmall(filepath.Join(dir, spec.SigningPasswordFile))
 	decrypt := func() (*sign.Signer, error) {
 		k, err := key.Decrypt(password)
+		if trimmed := bytes.TrimRight(password, "\r\n"); errors.Is(err, sign.ErrWrongPassword) && len(trimmed) != len(password) {
+			// A password file written with echo ends in a newline that
+			// was never part of the password.
+			k, err = key.Decrypt(trimmed)
+		}
 		if err != nil {
 			return nil, keyFailure(s, err)
 		}

@@ -130,6 +130,8 @@ func get(v any, keys ...any) any {
 func TestSignedArtifactsVerifyWithCosign(t *testing.T) {
 	host := regtest.Start(t)
 	kp, keyPEM := cosignKey(t, "s3cret-pass")
+	// Written with echo: the newline is not part of the password.
+	password := kp.Password + "\n"
 	archive := tgz(t, map[string]string{"model.gguf": "gguf", "README.md": "# m"})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(archive) }))
 	defer srv.Close()
@@ -157,7 +159,7 @@ func TestSignedArtifactsVerifyWithCosign(t *testing.T) {
 				t.Fatalf("unsigned run: %+v", unsigned.Error)
 			}
 
-			keyDir(t, keyPEM, kp.Password)
+			keyDir(t, keyPEM, password)
 			a.Signing = testSigning("Artifact", "tiny")
 			code, res := runWorker(t, a)
 			if code != 0 || res.Failed() {
