@@ -58,6 +58,10 @@ registry: ## Build or reuse the distribution v3 registry in the cache.
 flux: ## Build or reuse Flux's source-controller and kustomize-controller (and their CRDs) in the cache.
 	@test/tools/flux.sh >/dev/null
 
+.PHONY: cosign
+cosign: ## Build or reuse the cosign CLI in the cache (the signing tests verify with it).
+	@test/tools/cosign.sh >/dev/null
+
 ##@ Images
 
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -76,8 +80,8 @@ images: ## Build the manager and worker images without a daemon (OCI layout in d
 ##@ Tests
 
 .PHONY: test
-test: k8s-assets registry flux ## Run the whole test suite against a real apiserver and registry.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
+test: k8s-assets registry flux cosign ## Run the whole test suite against a real apiserver and registry.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m ./...
 
 # The packages whose tests need no API server (the real registry and Git
@@ -85,8 +89,8 @@ test: k8s-assets registry flux ## Run the whole test suite against a real apiser
 UNIT_PKGS := ./jobs/... ./cmd/worker ./controllers/pipeline ./controllers/claims ./controllers/entitlement
 
 .PHONY: unit
-unit: registry ## Run the tests that need no API server (worker, pipeline builders, rules).
-	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
+unit: registry cosign ## Run the tests that need no API server (worker, pipeline builders, rules).
+	PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" go test $(GO_TEST_FLAGS) -count=1 $(UNIT_PKGS)
 
 # Tests gated by PACKLINE_SLOW=1, too slow for every make test: the
 # multi-architecture image build (make test builds the host's platform only).
@@ -98,8 +102,8 @@ test-slow: registry ## Run the slow tests (PACKLINE_SLOW=1): the amd64+arm64 ima
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m $(SLOW_PKGS)
 
 .PHONY: bench
-bench: k8s-assets registry flux ## Run the benchmarks; they print ratios against baselines measured in the same run.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
+bench: k8s-assets registry flux cosign ## Run the benchmarks; they print ratios against baselines measured in the same run.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 .PHONY: demo
@@ -108,8 +112,8 @@ demo: build k8s-assets registry flux ## Run the local sandbox, apply config/samp
 		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(DEMO_FLAGS)
 
 .PHONY: e2e
-e2e: k8s-assets registry flux ## Run only the end-to-end suite on the sandbox (also part of `make test`).
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
+e2e: k8s-assets registry flux cosign ## Run only the end-to-end suite on the sandbox (also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/e2e
 
 .PHONY: fmt vet

@@ -71,15 +71,18 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 	if err != nil {
 		return pipeline.Work{}, err
 	}
+	hints := configErrorHint(entitlement.ArtifactRights(a), sourceHints(src, targetHints(a.Spec.Target)))
+	signing := resourceSigning(&m, a.Spec.Signing, resourceOf("Artifact", a), hints)
 	return pipeline.Work{
 		Command: "artifact",
 		Spec: spec.Artifact{
 			Source: src, Format: a.Spec.Format, Compression: a.Spec.Compression, Kitfile: a.Spec.Kitfile, Target: target,
+			Signing: signing,
 		},
 		Mounts:     m,
 		InputsHash: pipeline.InputsHash(specJSON),
 		Tag:        target.Tag,
-		Hints:      configErrorHint(entitlement.ArtifactRights(a), sourceHints(src, targetHints(a.Spec.Target))),
+		Hints:      hints,
 	}, nil
 }
 

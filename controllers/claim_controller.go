@@ -181,8 +181,17 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	if v := claims.Violations(c, tpl, in.NamespaceLabels); len(v) > 0 {
 		return blocked(v[0].Reason, v[0].Err)
 	}
-	if tpl.Spec.Private() && in.TemplateNamespace == "" {
-		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, but the manager has no --template-namespace to render it in", tpl.Name))
+	// A profile that signs has its key in the template namespace: the
+	// render goes there, as a private template's does.
+	profileSigns := profile != nil && profile.Spec.Signing != nil
+	if profileSigns {
+		if err := claims.ProfileSignedTarget(profile.Name, c); err != nil {
+			return blocked(ReasonTargetNotAllowed, err)
+		}
+	}
+	adminRun := tpl.Spec.Private() || profileSigns
+	if adminRun && in.TemplateNamespace == "" {
+		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, or the EnvironmentProfile signs, but the manager has no --template-namespace to render it in", tpl.Name))
 	}
 	if _, err := delivery.Resolve(c, profileSpec(profile)); err != nil {
 		return blocked(delivery.ReasonServiceAccountRequired, err)
@@ -199,11 +208,14 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	hints := targetHints(t)
 	hints[failure.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
 	var ns string
-	if tpl.Spec.Private() {
+	if adminRun {
 		// The render runs in the template namespace, where the template's
-		// Secrets are; see privateTarget.
+		// (and the profile's) Secrets are; see claims.PrivateTarget.
 		ns = in.TemplateNamespace
 		t.PushSecretRef = tpl.Spec.PushSecretRef
+		hints = privateHints(tpl)
+	}
+	if tpl.Spec.Private() {
 		// Only the credential keys, never the rest of the Secret. A
 		// Secret volume whose items name a key the Secret lacks fails to
 		// mount ("references non-existent secret key", kubelet's
@@ -211,9 +223,8 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// which skips missing keys; SecretKeys makes it optional, since a
 		// credential uses only some of the keys.
 		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
-		hints = privateHints(tpl)
 	}
-	if tpl.Spec.Private() {
+	if adminRun {
 		// In the template namespace: an admin fixes them, and the tenant is
 		// not told the admin's Secret names.
 		hints[pipeline.ReasonConfigError] = fmt.Sprintf("the render pod in the template namespace cannot start until the Secrets named in ClaimTemplate %s spec.source.secretRef and spec.pushSecretRef exist: a platform admin must create them; the run goes on by itself once they do", tpl.Name)
@@ -242,6 +253,14 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
 	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
 		Exposure: c.Spec.Exposure, Target: target}
+	if profileSigns {
+		doc.Signing = profileSigning(&m, profile, resourceOf("Claim", c), hints)
+	} else {
+		doc.Signing = resourceSigning(&m, c.Spec.Signing, resourceOf("Claim", c), hints)
+	}
+	if doc.Signing != nil {
+		doc.Signing.Template = tpl.Name
+	}
 	var ws pipeline.WorkspaceParams
 	var resources *corev1.ResourceRequirements
 	if profile != nil {
@@ -266,9 +285,15 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Object) (string, v1alpha1.Target, error) {
 	c := obj.(*v1alpha1.Claim)
 	tpl := &v1alpha1.ClaimTemplate{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); err != nil || !tpl.Spec.Private() {
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); err != nil {
 		// A deleted template's Claims clean up with their own target.
 		return "", v1alpha1.Target{}, client.IgnoreNotFound(err)
+	}
+	if !tpl.Spec.Private() {
+		signs, err := r.profileSigns(ctx, c)
+		if err != nil || !signs {
+			return "", v1alpha1.Target{}, err
+		}
 	}
 	repo := strings.TrimSuffix(tpl.Spec.RepositoryPrefix, "/") + "/" + c.Namespace + "/" + c.Name
 	if tpl.Spec.RepositoryPrefix == "" || !strings.HasPrefix(c.Status.Reference, repo+"@") {
@@ -285,6 +310,17 @@ func profileSpec(p *v1alpha1.EnvironmentProfile) *v1alpha1.EnvironmentProfileSpe
 		return nil
 	}
 	return &p.Spec
+}
+
+// profileSigns reports whether the Claim's EnvironmentProfile signs it (its
+// runs then go to the template namespace, like a private template's).
+func (r *ClaimReconciler) profileSigns(ctx context.Context, c *v1alpha1.Claim) (bool, error) {
+	in, err := r.load(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	p, err := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
+	return err == nil && p != nil && p.Spec.Signing != nil, nil
 }
 
 // claimInputsHash covers the template, the chosen profile and the claim

@@ -43,6 +43,24 @@ type Target struct {
 	CASecretRef *corev1.LocalObjectReference `json:"caSecretRef,omitempty"`
 }
 
+// SigningSpec says how a pushed artifact is signed. The signature and an
+// SLSA v1 provenance attestation are attached to the pushed digest in
+// cosign's tag layout ("sha256-<hex>.sig" and ".att" in the same
+// repository), so `cosign verify --key` and Flux's OCIRepository
+// spec.verify check them.
+// +kubebuilder:validation:XValidation:rule="has(self.keySecretRef.name) && self.keySecretRef.name.size() > 0",message="keySecretRef.name is required",fieldPath=".keySecretRef.name"
+type SigningSpec struct {
+	// keySecretRef names a Secret with the signing key in "cosign.key": an
+	// ECDSA P-256 key, either in cosign's encrypted PEM format (what
+	// `cosign generate-key-pair k8s://<namespace>/<name>` writes) or in
+	// plain PKCS#8 PEM; and, for an encrypted key, its password in
+	// "cosign.password". Only these two keys are mounted into the worker
+	// pod; the controller never reads the Secret. On a Claim or Artifact it
+	// is in the resource's namespace; on an EnvironmentProfile, in the
+	// manager's template namespace.
+	KeySecretRef corev1.LocalObjectReference `json:"keySecretRef"`
+}
+
 // ReclaimPolicy says what happens to the workspace PVC when a run ends.
 // +kubebuilder:validation:Enum=Delete;Retain
 type ReclaimPolicy string
@@ -126,6 +144,13 @@ type PipelineSpec struct {
 	// +optional
 	// +kubebuilder:default=Orphan
 	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// signing signs the pushed artifact with this key and attaches an SLSA
+	// provenance attestation. The requester needs get on the Secret. A
+	// Claim whose EnvironmentProfile sets signing is signed with the
+	// profile's key instead, and may not set this.
+	// +optional
+	Signing *SigningSpec `json:"signing,omitempty"`
 }
 
 // Phase is the coarse state of a pipeline run.
@@ -146,6 +171,10 @@ const (
 	ConditionReady       = "Ready"
 	ConditionReconciling = "Reconciling"
 	ConditionStalled     = "Stalled"
+	// ConditionSigned is True once the pushed digest carries its signature
+	// and provenance, False when signing failed; absent when the run signs
+	// nothing.
+	ConditionSigned = "Signed"
 )
 
 // PipelineStatus is the observed state of a pipeline run, the same on Artifact and Claim.
@@ -169,6 +198,16 @@ type PipelineStatus struct {
 	// tag that was pushed.
 	// +optional
 	Tag string `json:"tag,omitempty"`
+
+	// signature is the digest of the cosign signature manifest attached to
+	// digest (tag "sha256-<hex>.sig" in the same repository).
+	// +optional
+	Signature string `json:"signature,omitempty"`
+
+	// attestation is the digest of the SLSA provenance attestation manifest
+	// attached to digest (tag "sha256-<hex>.att").
+	// +optional
+	Attestation string `json:"attestation,omitempty"`
 
 	// attempts made for the observed generation.
 	// +optional

@@ -79,6 +79,13 @@ type EnvironmentProfileSpec struct {
 	// delivery is the default for Claims that set no spec.delivery.
 	// +optional
 	Delivery *ProfileDelivery `json:"delivery,omitempty"`
+	// signing signs every Claim pushed in matching namespaces with this
+	// key, which the Claims cannot override. The key Secret is in the
+	// manager's template namespace, so that no tenant can read it: these
+	// Claims render there, like those of private templates, and push only
+	// to their template's repositoryPrefix with its pushSecretRef.
+	// +optional
+	Signing *SigningSpec `json:"signing,omitempty"`
 }
 
 // EnvironmentProfile is the environment overlay for Claims in the namespaces

@@ -147,6 +147,9 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"profile toleration Exists with value", typed(t, profile("tolval", nil).Tolerations(toleration("gpu", "Exists", "yes", "")).Obj()), "spec.tolerations"},
 		{"profile valid tolerations", typed(t, profile("tolok", nil).Tolerations(toleration("nvidia.com/gpu", "Exists", "", "NoSchedule"), toleration("zone", "Equal", "a", "")).Obj()), ""},
 		{"profile zero workspace", typed(t, profile("wszero", nil).WorkspaceSize("0").Obj()), "spec.workspaceSize"},
+		{"artifact signed", obj(t, artifactYAML("signed", "  source: {huggingFace: {repo: a/b}}\n"+target+"  signing: {keySecretRef: {name: cosign}}\n")), ""},
+		{"artifact signing without a Secret name", obj(t, artifactYAML("signed-noname", "  source: {huggingFace: {repo: a/b}}\n"+target+"  signing: {keySecretRef: {}}\n")), "spec.signing.keySecretRef.name"},
+		{"profile signing without a Secret name", obj(t, profileYAML("signed-noname", "  namespaceSelector: {}\n  signing: {keySecretRef: {name: ''}}\n")), "spec.signing.keySecretRef.name"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,9 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"time"
+
+	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/format"
@@ -33,33 +36,71 @@ const (
 
 func init() { commands["artifact"] = runArtifact }
 
+// runArtifact fetches, packs and pushes an Artifact, and signs what it
+// pushed when the spec asks; a retry after a failed signature push only
+// signs (spec.EnvPushedDigest).
 func runArtifact(ctx context.Context) result.Result {
-	res, err := artifact(ctx)
+	started := time.Now().UTC()
+	var a spec.Artifact
+	if err := spec.Load(&a); err != nil {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	}
+	if err := format.CheckCompression(a.Compression); err != nil {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.%w", err)))
+	}
+	if a.Target.Repository == "" {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
+	}
+	ctx, waitSigner, err := startSigner(ctx, a.Signing)
 	if err != nil {
 		return failure.ToResult(err)
 	}
-	return res
+	repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	var res result.Result
+	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && a.Signing != nil {
+		res, err = alreadyPushed(ctx, a, repo, pushed)
+	} else {
+		res, err = artifact(ctx, a, repo, func() error { _, err := waitSigner(); return err })
+	}
+	// A key failure comes first: it may be why the push was cancelled.
+	signer, kerr := waitSigner()
+	if kerr != nil {
+		return failure.ToResult(kerr)
+	}
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	if signer == nil {
+		return res
+	}
+	return signPushed(ctx, signer, repo, a.Target.Repository, res, artifactProvenance(a, res.SourceRevision, started))
+}
+
+// alreadyPushed is the result of an earlier attempt that pushed digest and
+// then failed to sign it: checked to be still there, not pushed again.
+func alreadyPushed(ctx context.Context, a spec.Artifact, repo *remote.Repository, digest string) (result.Result, error) {
+	desc, err := repo.Resolve(ctx, digest)
+	if err != nil {
+		return result.Result{}, failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", a.Target.Repository, digest, err))
+	}
+	fmt.Fprintf(os.Stderr, "artifact: %s@%s was pushed by an earlier attempt; signing it only\n", a.Target.Repository, digest)
+	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(spec.EnvPushedRevision)), nil
 }
 
 // artifact fetches the source, writes the Kitfile, packs and pushes.
-func artifact(ctx context.Context) (result.Result, error) {
-	var a spec.Artifact
-	if err := spec.Load(&a); err != nil {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
-	}
-	if err := format.CheckCompression(a.Compression); err != nil {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.%w", err))
-	}
-	if a.Target.Repository == "" {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty"))
-	}
-	repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
-	if err != nil {
-		return result.Result{}, err
-	}
+// keyReady is called before the manifest is pushed and tagged (see
+// startSigner).
+func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, keyReady func() error) (result.Result, error) {
 	ws := envOr(EnvWorkspace, spec.WorkspaceDir)
 
 	if a.Source.OCI != nil {
+		// A copy pushes the manifest as it goes: the key must be known.
+		if err := keyReady(); err != nil {
+			return result.Result{}, err
+		}
 		desc, err := source.CopyOCI(ctx, *a.Source.OCI, envOr(EnvPullAuthDir, spec.PullAuthDir), repo, a.Target.Tag)
 		if err != nil {
 			return result.Result{}, err
@@ -88,14 +129,15 @@ func artifact(ctx context.Context) (result.Result, error) {
 		return result.Result{}, err
 	}
 	desc, st, err := push.Push(ctx, repo, fetched.Root, kf, push.Options{
-		Format:      a.Format,
-		Compression: a.Compression,
-		CacheDir:    filepath.Join(ws, kitfile.StateDir, "cache"),
-		Tag:         a.Target.Tag,
-		Annotations: a.Annotations,
-		Provenance:  push.Provenance{Source: fetched.URL, Revision: fetched.Revision, Created: fetched.Time},
-		Stated:      stated,
-		Log:         os.Stderr,
+		Format:         a.Format,
+		Compression:    a.Compression,
+		CacheDir:       filepath.Join(ws, kitfile.StateDir, "cache"),
+		Tag:            a.Target.Tag,
+		Annotations:    a.Annotations,
+		Provenance:     push.Provenance{Source: fetched.URL, Revision: fetched.Revision, Created: fetched.Time},
+		Stated:         stated,
+		Log:            os.Stderr,
+		BeforeManifest: keyReady,
 	})
 	if err != nil {
 		return result.Result{}, err

@@ -2,9 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"time"
 
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render"
+	"github.com/packline/packline/jobs/render/publish"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
 )
@@ -20,19 +25,55 @@ const EnvTemplateAuthDir = "PACKLINE_TEMPLATE_AUTH_DIR"
 func init() { commands["claim"] = runClaim }
 
 // runClaim renders the Claim's template with its values, exposure and
-// profile, and pushes the manifests as one OCI artifact.
+// profile, pushes the manifests as one OCI artifact, and signs it when
+// asked.
 func runClaim(ctx context.Context) result.Result {
+	started := time.Now().UTC()
 	var c spec.Claim
 	if err := spec.Load(&c); err != nil {
 		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
 	}
-	res, err := render.Run(ctx, c, render.Options{
-		WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
-		AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
-		Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
-	})
+	ctx, waitSigner, err := startSigner(ctx, c.Signing)
 	if err != nil {
 		return failure.ToResult(err)
 	}
-	return res
+	if c.Target.Repository == "" {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target repository is empty")))
+	}
+	repo, err := registry.Repository(c.Target.Repository, registry.TargetOptions(c.Target))
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	var res result.Result
+	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && c.Signing != nil {
+		// An earlier attempt pushed it and failed to sign: sign only.
+		desc, rerr := repo.Resolve(ctx, pushed)
+		if rerr != nil {
+			err = failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", c.Target.Repository, pushed, rerr))
+		} else {
+			res = result.Result{Digest: desc.Digest.String(), Reference: c.Target.Repository + "@" + desc.Digest.String(),
+				MediaType: desc.MediaType, ArtifactType: publish.ConfigMediaType, Size: desc.Size,
+				SourceRevision: os.Getenv(spec.EnvPushedRevision), Tag: c.Target.Tag}
+		}
+	} else if _, err = waitSigner(); err == nil {
+		// The render is small and fast: its push waits for the key.
+		res, err = render.Run(ctx, c, render.Options{
+			WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
+			AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
+			Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
+			Target:  repo,
+		})
+	}
+	// A key failure comes first: it may be why the render was cancelled.
+	signer, kerr := waitSigner()
+	if kerr != nil {
+		return failure.ToResult(kerr)
+	}
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	if signer == nil {
+		return res
+	}
+	return signPushed(ctx, signer, repo, c.Target.Repository, res, claimProvenance(c, res.SourceRevision, started))
 }

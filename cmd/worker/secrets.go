@@ -16,9 +16,9 @@ import (
 // registerSecrets tells package redact every credential this pod carries,
 // so that one never leaves the worker in a message or a log line even when
 // it appears in no shape redact recognises by itself: HF_TOKEN, the files
-// of the Git source Secret and of a private template's Secret, and the
-// passwords and tokens of every docker config.json mounted for pulling or
-// pushing.
+// of the Git source Secret, of a private template's Secret and of the
+// signing key Secret, and the passwords and tokens of every docker
+// config.json mounted for pulling or pushing.
 //
 // It only reads the values to remove them from text; which credential goes
 // where is decided by the code that uses them.
@@ -26,6 +26,7 @@ func registerSecrets() {
 	redact.Add(os.Getenv(spec.EnvHFToken))
 	registerSecretDir(envOr(EnvSourceAuthDir, spec.SourceAuthDir))
 	registerSecretDir(envOr(EnvTemplateAuthDir, spec.TemplateAuthDir))
+	registerSecretDir(envOr(EnvSigningKeyDir, spec.SigningKeyDir))
 	for _, dir := range []string{os.Getenv(spec.EnvDockerConfig), envOr(EnvPullAuthDir, spec.PullAuthDir), spec.PushAuthDir} {
 		if dir != "" {
 			registerDockerConfig(filepath.Join(dir, "config.json"))

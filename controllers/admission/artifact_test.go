@@ -18,7 +18,7 @@ import (
 func TestArtifactReferences(t *testing.T) {
 	startManager(t, true)
 	ns := tenantNamespace(t)
-	grant(t, ns, "alice", writeClaims(), getSecret("hf-ok"), getSecret("push-ok"),
+	grant(t, ns, "alice", writeClaims(), getSecret("hf-ok"), getSecret("push-ok"), getSecret("cosign-ok"),
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}, ResourceNames: []string{"models"}})
 	cases := []struct {
 		name string
@@ -31,6 +31,9 @@ func TestArtifactReferences(t *testing.T) {
 			deny: []string{`spec.source.huggingFace.tokenSecretRef: using Secret prod-hf needs "get" on secrets named "prod-hf" in namespace ` + ns}},
 		{name: "push and CA secrets", a: wrappers.MakeArtifact("push", ns).PushSecret("prod-push").CASecret("prod-ca").Obj(),
 			deny: []string{"spec.target.pushSecretRef: using Secret prod-push", "spec.target.caSecretRef: using Secret prod-ca"}},
+		{name: "readable signing key", a: wrappers.MakeArtifact("signed", ns).SigningKey("cosign-ok").Obj()},
+		{name: "signing key of another team", a: wrappers.MakeArtifact("signed-prod", ns).SigningKey("prod-cosign").Obj(),
+			deny: []string{`spec.signing.keySecretRef: using Secret prod-cosign needs "get" on secrets named "prod-cosign"`}},
 		{name: "readable volume", a: wrappers.MakeArtifact("vol-ok", ns).Volume("models").Obj()},
 		{name: "requests above limits", a: func() *v1alpha1.Artifact {
 			a := wrappers.MakeArtifact("res", ns).Obj()

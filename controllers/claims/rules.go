@@ -201,26 +201,40 @@ func Admissible(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[str
 // template says, with the template's spec.pushSecretRef. A tenant who could
 // pick the repository, push Secret or CA would choose where a render made
 // with the admin's credential goes, or make the render mount a Secret of
-// the template namespace by name. The tag and the plain-HTTP and TLS flags
-// stay the Claim's.
+// the template namespace by name (spec.signing's key Secret too). The tag
+// and the plain-HTTP and TLS flags stay the Claim's.
 func PrivateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) error {
-	t := c.Spec.Target
-	if t == nil {
-		return nil
-	}
+	return adminRunFields(c, fmt.Sprintf("ClaimTemplate %s reads a private repository", tpl.Name))
+}
+
+// ProfileSignedTarget is the same rule for Claims whose EnvironmentProfile
+// signs them: the profile's key is in the template namespace, so their
+// render runs there too, and their signing key is the profile's.
+func ProfileSignedTarget(profile string, c *v1alpha1.Claim) error {
+	return adminRunFields(c, fmt.Sprintf("EnvironmentProfile %s signs the Claims of this namespace with its own key", profile))
+}
+
+// adminRunFields refuses the fields a Claim that renders in the template
+// namespace may not set.
+func adminRunFields(c *v1alpha1.Claim, because string) error {
 	var fields []string
-	if t.Repository != "" {
-		fields = append(fields, "spec.target.repository")
+	if t := c.Spec.Target; t != nil {
+		if t.Repository != "" {
+			fields = append(fields, "spec.target.repository")
+		}
+		if t.PushSecretRef != nil {
+			fields = append(fields, "spec.target.pushSecretRef")
+		}
+		if t.CASecretRef != nil {
+			fields = append(fields, "spec.target.caSecretRef")
+		}
 	}
-	if t.PushSecretRef != nil {
-		fields = append(fields, "spec.target.pushSecretRef")
-	}
-	if t.CASecretRef != nil {
-		fields = append(fields, "spec.target.caSecretRef")
+	if c.Spec.Signing != nil {
+		fields = append(fields, "spec.signing")
 	}
 	if len(fields) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: not allowed, because ClaimTemplate %s reads a private repository: its Claims push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
-		strings.Join(fields, ", "), tpl.Name, map[bool]string{false: "it", true: "them"}[len(fields) > 1])
+	return fmt.Errorf("%s: not allowed, because %s: such Claims render in the template namespace and push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
+		strings.Join(fields, ", "), because, map[bool]string{false: "it", true: "them"}[len(fields) > 1])
 }

@@ -219,7 +219,7 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 		rights = append(rights, Right{Field: "spec.values." + k, Why: "binding Artifact " + bound[k],
 			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: "artifacts", Name: bound[k]}})
 	}
-	return rights, nil
+	return append(rights, SigningRights(ns, claim.Spec.Signing)...), nil
 }
 
 // ArtifactRights are get on every Secret and PVC an Artifact names: without
@@ -247,7 +247,17 @@ func ArtifactRights(a *v1alpha1.Artifact) []Right {
 			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Resource: "persistentvolumeclaims", Name: v.ClaimName}})
 	}
 	t := a.Spec.Target
-	return append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+	rights = append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+	return append(rights, SigningRights(ns, a.Spec.Signing)...)
+}
+
+// SigningRights are get on the signing key Secret a resource names: the
+// key signs in the name of whoever holds it, so using it is reading it.
+func SigningRights(ns string, s *v1alpha1.SigningSpec) []Right {
+	if s == nil || s.KeySecretRef.Name == "" {
+		return nil
+	}
+	return []Right{secretRight(ns, "spec.signing.keySecretRef", s.KeySecretRef.Name)}
 }
 
 // SecretRights are get on the push and CA Secrets a target names.

@@ -127,6 +127,9 @@ func TestArtifactRights(t *testing.T) {
 			want: []string{"spec.source.oci.pullSecretRef get secrets pull"}},
 		{name: "volume", spec: v1alpha1.ArtifactSpec{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models"}}},
 			want: []string{"spec.source.volume.claimName get persistentvolumeclaims models"}},
+		{name: "signing key", spec: v1alpha1.ArtifactSpec{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: "https://x"}},
+			PipelineSpec: v1alpha1.PipelineSpec{Signing: &v1alpha1.SigningSpec{KeySecretRef: *ref("cosign")}}},
+			want: []string{"spec.signing.keySecretRef get secrets cosign"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,6 +159,7 @@ func TestClaimRights(t *testing.T) {
 	cases := []struct {
 		name    string
 		tpl     *v1alpha1.ClaimTemplate
+		signing bool
 		want    []string
 		wantErr string
 	}{
@@ -165,11 +169,17 @@ func TestClaimRights(t *testing.T) {
 			want: []string{"spec.templateRef create services ", "spec.target.pushSecretRef get secrets push"}},
 		{name: "cluster-scoped kind is checked cluster-wide", tpl: tpl(true, v1alpha1.RenderedKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}),
 			want: []string{"spec.templateRef create clusterroles  (cluster)", "spec.target.pushSecretRef get secrets push"}},
+		{name: "signing key", tpl: tpl(true, v1alpha1.RenderedKind{Kind: "Service"}), signing: true,
+			want: []string{"spec.templateRef create services ", "spec.target.pushSecretRef get secrets push", "spec.signing.keySecretRef get secrets cosign"}},
 		{name: "kind the cluster does not serve", tpl: tpl(true, v1alpha1.RenderedKind{Group: "example.com", Kind: "Widget"}),
 			wantErr: "spec.kinds names kinds this cluster does not serve: Widget.example.com"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			cl := cl.DeepCopy()
+			if tc.signing {
+				cl.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "cosign"}}
+			}
 			rights, err := c.ClaimRights(cl, tc.tpl)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -137,6 +138,9 @@ type JobParams struct {
 	// WorkspaceSize, when set, bounds what an archive may expand to: past
 	// it, extraction would fill the volume and fail less clearly.
 	WorkspaceSize *resource.Quantity
+	// Pushed, when set, is the artifact an earlier attempt of the run
+	// pushed before its signature failed: this attempt only signs it.
+	Pushed *result.Pushed
 }
 
 const workerContainer = "worker"
@@ -169,6 +173,11 @@ func BuildJob(p JobParams) *batchv1.Job {
 		{Name: "HOME", Value: spec.TmpDir},
 		{Name: "TMPDIR", Value: spec.TmpDir},
 	}, p.Env...)
+	// What the provenance records about the run: the image and the Job.
+	env = append(env, corev1.EnvVar{Name: spec.EnvWorkerImage, Value: p.Image}, corev1.EnvVar{Name: spec.EnvInvocation, Value: ns + "/" + name})
+	if p.Pushed != nil {
+		env = append(env, corev1.EnvVar{Name: spec.EnvPushedDigest, Value: p.Pushed.Digest}, corev1.EnvVar{Name: spec.EnvPushedRevision, Value: p.Pushed.SourceRevision})
+	}
 	if p.WorkspaceSize != nil && !p.EphemeralWorkspace {
 		env = append(env, corev1.EnvVar{Name: spec.EnvArchiveMaxBytes, Value: strconv.FormatInt(p.WorkspaceSize.Value(), 10)})
 	}

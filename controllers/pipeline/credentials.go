@@ -69,6 +69,15 @@ func (m *Mounts) Target(t v1alpha1.Target, repository string) spec.Target {
 	return out
 }
 
+// SigningKey mounts only the key and password of a signing key Secret
+// (the names `cosign generate-key-pair k8s://…` writes). Optional, like
+// SecretKeys: a missing Secret or key reaches the worker as a missing
+// file, which it reports as SigningKeyMissing naming the field, rather
+// than a pod that cannot start.
+func (m *Mounts) SigningKey(secret string) {
+	m.SecretKeys("signing-key", secret, spec.SigningKeyDir, spec.SigningKeyFile, spec.SigningPasswordFile)
+}
+
 // PullSecret mounts a dockerconfigjson Secret for a source registry.
 func (m *Mounts) PullSecret(secret string) {
 	m.dockerConfig("pull-auth", secret, spec.PullAuthDir)

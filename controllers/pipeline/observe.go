@@ -54,6 +54,9 @@ type Observation struct {
 	Permanent bool
 	// Result is the parsed termination message of a successful run.
 	Result *result.Result
+	// Pushed is the artifact a failed run pushed before failing (its
+	// signature could not be attached).
+	Pushed *result.Pushed
 }
 
 // Observe reads one attempt. It is a pure function so that every case the
@@ -105,7 +108,7 @@ func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Ob
 	}
 	if r.Failed() {
 		// Exit code 0 with an error result: trust the result, not the code.
-		return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent}
+		return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent, Pushed: r.Error.Pushed}
 	}
 	return Observation{State: StateSucceeded, Reason: "Succeeded", Message: "pushed " + r.Reference, Result: &r}
 }
@@ -133,7 +136,7 @@ func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminate
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: fmt.Sprintf("worker exited with code %d but reported success", term.ExitCode)}
 	}
-	return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent}
+	return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent, Pushed: r.Error.Pushed}
 }
 
 // observeActive explains why a started Job has not finished: most useful is

@@ -97,6 +97,7 @@ func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 		Conditions:             st.Conditions,
 		LastHandledRequestedAt: requested,
 	}
+	clearSigned(st)
 	return ctrl.Result{}, nil
 }
 
@@ -355,6 +356,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
 		WorkspaceSize: workspaceSize(workspaceParams(s)),
+		Pushed:        pushedEarlier(s.status),
 	})
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
@@ -402,6 +404,7 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 	if hint := s.work.Hints[o.Reason]; hint != "" && o.State != StateSucceeded {
 		o.Message += ": " + hint
 	}
+	recordSigning(s.status, o)
 	return p.enact(s, Transition(s.run(), Observed(o), p.retryPolicy(s.obj.GetPipelineSpec())))
 }
 

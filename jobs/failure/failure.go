@@ -54,6 +54,16 @@ const ReasonUndeclaredKind = "UndeclaredKind"
 // and the template has none. Permanent: an admin has to fix the Secret.
 const ReasonTemplateAuth = "TemplateAuthDenied"
 
+// Signing failures. The key ones are permanent (an admin or the user has
+// to fix the Secret); a signature push that fails is retried, and the
+// retry only signs: the artifact is already pushed.
+const (
+	ReasonSigningKeyMissing     = "SigningKeyMissing"
+	ReasonSigningKeyPassword    = "SigningKeyWrongPassword"
+	ReasonSigningKeyUnsupported = "SigningKeyUnsupported"
+	ReasonSignaturePush         = "SignaturePushFailed"
+)
+
 // Error is an error with a reason and a permanence already decided.
 type Error struct {
 	Reason    string

@@ -50,6 +50,11 @@ type Options struct {
 	Stated func(path string) bool
 	// Log, if set, gets one line per layer.
 	Log io.Writer
+	// BeforeManifest, if set, runs once the layers are uploaded and before
+	// the manifest is pushed and tagged; an error stops the push there. The
+	// worker waits there for its signing key, so that a key that turns out
+	// unusable never leaves an unsigned artifact under the tag.
+	BeforeManifest func() error
 }
 
 // Provenance becomes the manifest's OCI annotations
@@ -129,6 +134,11 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	}
 	if err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
+	}
+	if o.BeforeManifest != nil {
+		if err := o.BeforeManifest(); err != nil {
+			return ocispec.Descriptor{}, st, err
+		}
 	}
 
 	manifest, err := buildManifest(ctx, repo, kf, plan, layers, diffIDs, o)

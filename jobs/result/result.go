@@ -41,6 +41,10 @@ type Result struct {
 	Check bool `json:"check,omitempty"`
 	// Kinds a template check rendered, "Kind" or "Kind.group".
 	Kinds []string `json:"kinds,omitempty"`
+	// Signature and Attestation are the digests of the cosign signature
+	// and provenance manifests attached to Digest, when the run signs.
+	Signature   string `json:"signature,omitempty"`
+	Attestation string `json:"attestation,omitempty"`
 
 	Error *Error `json:"error,omitempty"`
 }
@@ -51,6 +55,16 @@ type Error struct {
 	Reason    string `json:"reason"`
 	Message   string `json:"message"`
 	Permanent bool   `json:"permanent"`
+	// Pushed is set when the artifact was pushed before the run failed
+	// (attaching its signature failed): a retry then only signs it.
+	Pushed *Pushed `json:"pushed,omitempty"`
+}
+
+// Pushed is an artifact already in the registry.
+type Pushed struct {
+	Digest         string `json:"digest"`
+	Reference      string `json:"reference"`
+	SourceRevision string `json:"sourceRevision,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Reason + ": " + e.Message }
@@ -75,25 +89,44 @@ func (r Result) Validate() error {
 		if r.Error.Message == "" {
 			return errors.New("error.message is empty")
 		}
-		return nil
-	}
-	if !digestRE.MatchString(r.Digest) {
-		return fmt.Errorf("digest %q is not sha256:<64 hex>", r.Digest)
-	}
-	if r.Check {
-		if r.Reference != "" {
-			return errors.New("a check result has a reference, but a check pushes nothing")
+		if p := r.Error.Pushed; p != nil {
+			if err := validateReference(p.Digest, p.Reference); err != nil {
+				return fmt.Errorf("error.pushed: %w", err)
+			}
 		}
 		return nil
 	}
-	if r.Reference == "" {
-		return errors.New("reference is empty")
+	if r.Check {
+		// A check pushes nothing: a digest, no reference.
+		if !digestRE.MatchString(r.Digest) {
+			return fmt.Errorf("digest %q is not sha256:<64 hex>", r.Digest)
+		}
+		if r.Reference != "" {
+			return errors.New("a check result has a reference, but a check pushes nothing")
+		}
+	} else if err := validateReference(r.Digest, r.Reference); err != nil {
+		return err
 	}
-	if want := "@" + r.Digest; len(r.Reference) <= len(want) || r.Reference[len(r.Reference)-len(want):] != want {
-		return fmt.Errorf("reference %q does not end in @%s", r.Reference, r.Digest)
+	for name, d := range map[string]string{"signature": r.Signature, "attestation": r.Attestation} {
+		if d != "" && !digestRE.MatchString(d) {
+			return fmt.Errorf("%s %q is not sha256:<64 hex>", name, d)
+		}
 	}
 	if r.Size < 0 {
 		return errors.New("size is negative")
+	}
+	return nil
+}
+
+func validateReference(digest, reference string) error {
+	if !digestRE.MatchString(digest) {
+		return fmt.Errorf("digest %q is not sha256:<64 hex>", digest)
+	}
+	if reference == "" {
+		return errors.New("reference is empty")
+	}
+	if want := "@" + digest; len(reference) <= len(want) || reference[len(reference)-len(want):] != want {
+		return fmt.Errorf("reference %q does not end in @%s", reference, digest)
 	}
 	return nil
 }

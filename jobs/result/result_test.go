@@ -29,6 +29,10 @@ func TestParse(t *testing.T) {
 		{"empty message", `{"error":{"reason":"X","message":""}}`, "message is empty"},
 		{"too big", `{"error":{"reason":"X","message":"` + strings.Repeat("a", MaxBytes) + `"}}`, "more than"},
 		{"array", `[1]`, "not a JSON object"},
+		{"signed", `{"digest":"` + d + `","reference":"r@` + d + `","signature":"` + d + `","attestation":"` + d + `"}`, ""},
+		{"bad signature", `{"digest":"` + d + `","reference":"r@` + d + `","signature":"sha256:xyz"}`, "signature"},
+		{"pushed then failed", `{"error":{"reason":"SignaturePushFailed","message":"m","pushed":{"digest":"` + d + `","reference":"r@` + d + `","sourceRevision":"abc"}}}`, ""},
+		{"pushed bad reference", `{"error":{"reason":"X","message":"m","pushed":{"digest":"` + d + `","reference":"r:latest"}}}`, "error.pushed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -52,7 +52,48 @@ const (
 	TemplateAuthDir = "/var/run/packline/template-auth"
 	// SourceVolumeDir is where a volume source's PVC is mounted read-only.
 	SourceVolumeDir = "/var/run/packline/source-volume"
+	// SigningKeyDir holds SigningKeyFile and SigningPasswordFile from the
+	// signing key Secret (only those two keys).
+	SigningKeyDir = "/var/run/packline/signing-key"
+	// SigningKeyFile and SigningPasswordFile are the Secret's keys, as
+	// `cosign generate-key-pair k8s://…` names them.
+	SigningKeyFile      = "cosign.key"
+	SigningPasswordFile = "cosign.password"
+
+	// EnvWorkerImage is the worker image the Job names (the manager's
+	// --worker-image), recorded in the provenance.
+	EnvWorkerImage = "PACKLINE_WORKER_IMAGE"
+	// EnvInvocation is "<namespace>/<job>", the provenance's invocation ID.
+	EnvInvocation = "PACKLINE_INVOCATION"
+	// EnvPushedDigest and EnvPushedRevision are set when an earlier
+	// attempt of the same run pushed the artifact and then failed to sign
+	// it: the worker then only signs that digest, without pushing again.
+	EnvPushedDigest   = "PACKLINE_PUSHED_DIGEST"
+	EnvPushedRevision = "PACKLINE_PUSHED_REVISION"
 )
+
+// Signing asks the worker to sign what it pushed with the key mounted at
+// SigningKeyDir, and says what to record in the provenance.
+type Signing struct {
+	// KeyField names where the key comes from, for messages: the spec
+	// field and Secret name, never the content.
+	KeyField string `json:"keyField"`
+	// Resource is the Artifact or Claim the run is for.
+	Resource Resource `json:"resource"`
+	// Template and Profile are a Claim's ClaimTemplate and
+	// EnvironmentProfile names.
+	Template string `json:"template,omitempty"`
+	Profile  string `json:"profile,omitempty"`
+}
+
+// Resource names a Kubernetes object at one generation.
+type Resource struct {
+	Kind       string `json:"kind"`
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	UID        string `json:"uid,omitempty"`
+	Generation int64  `json:"generation"`
+}
 
 // Target is where the worker pushes. Credentials come from DOCKER_CONFIG.
 type Target struct {
@@ -74,6 +115,8 @@ type Artifact struct {
 	Target      Target               `json:"target"`
 	// Annotations are added to the pushed manifest.
 	Annotations map[string]string `json:"annotations,omitempty"`
+	// Signing, when set, signs the pushed manifest.
+	Signing *Signing `json:"signing,omitempty"`
 }
 
 // Claim is the job of `worker claim`: render the template with the values,
@@ -91,6 +134,8 @@ type Claim struct {
 	// Check renders and pushes nothing: a ClaimTemplate's check run, which
 	// reports the commit and the kinds the template renders.
 	Check bool `json:"check,omitempty"`
+	// Signing, when set, signs the pushed manifest.
+	Signing *Signing `json:"signing,omitempty"`
 }
 
 // Encode returns the JSON document for EnvSpec.

@@ -295,6 +295,7 @@ func WorkerImageMapping(bin string) procnode.Image {
 			spec.TemplateAuthDir:                 "PACKLINE_TEMPLATE_AUTH_DIR",
 			spec.SourceVolumeDir:                 "PACKLINE_SOURCE_VOLUME_DIR",
 			spec.PullAuthDir:                     "PACKLINE_PULL_AUTH_DIR",
+			spec.SigningKeyDir:                   "PACKLINE_SIGNING_KEY_DIR",
 			corev1.TerminationMessagePathDefault: "PACKLINE_TERMINATION_LOG",
 		},
 	}

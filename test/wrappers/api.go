@@ -146,6 +146,12 @@ func (w *ArtifactWrapper) DeletionPolicy(p v1alpha1.DeletionPolicy) *ArtifactWra
 	return w
 }
 
+// SigningKey signs the Artifact with the cosign key in this Secret.
+func (w *ArtifactWrapper) SigningKey(secret string) *ArtifactWrapper {
+	w.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: secret}}
+	return w
+}
+
 // Label adds a label.
 func (w *ArtifactWrapper) Label(k, v string) *ArtifactWrapper {
 	w.Labels = with(w.Labels, k, v)

@@ -1,0 +1,117 @@
+package pipeline
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+)
+
+const sigDigest = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
+
+// recordSigning and pushedEarlier: what a finished attempt leaves in
+// status, and what the next attempt is told about it.
+func TestRecordSigning(t *testing.T) {
+	pushed := &result.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
+	type want struct {
+		signature, digest string
+		signed            metav1.ConditionStatus // "" means no condition
+		reason            string
+		next              *result.Pushed
+	}
+	for _, tc := range []struct {
+		name  string
+		phase v1alpha1.Phase
+		o     Observation
+		want  want
+	}{
+		{name: "signed", phase: v1alpha1.PhaseSucceeded,
+			o:    Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: "r@" + digest, Signature: sigDigest, Attestation: sigDigest}},
+			want: want{signature: sigDigest, signed: metav1.ConditionTrue, reason: "Signed"}},
+		{name: "unsigned run", phase: v1alpha1.PhaseSucceeded,
+			o: Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: "r@" + digest}}},
+		{name: "signature push failed after the push", phase: v1alpha1.PhaseRetrying,
+			o:    Observation{State: StateFailed, Reason: failure.ReasonSignaturePush, Message: "registry went away", Pushed: pushed},
+			want: want{digest: digest, signed: metav1.ConditionFalse, reason: failure.ReasonSignaturePush, next: pushed}},
+		{name: "wrong password before anything was pushed", phase: v1alpha1.PhaseFailed,
+			o:    Observation{State: StateFailed, Reason: failure.ReasonSigningKeyPassword, Message: "cannot decrypt", Permanent: true},
+			want: want{signed: metav1.ConditionFalse, reason: failure.ReasonSigningKeyPassword}},
+		{name: "other failure", phase: v1alpha1.PhaseRetrying,
+			o: Observation{State: StateFailed, Reason: failure.ReasonRegistryFailed, Message: "503"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &v1alpha1.PipelineStatus{}
+			recordSigning(st, tc.o)
+			st.Phase = tc.phase
+			got := want{signature: st.Signature, digest: st.Digest, next: pushedEarlier(st)}
+			if tc.o.State == StateSucceeded {
+				got.digest = "" // apply records a success's digest, not recordSigning
+			}
+			if c := apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionSigned); c != nil {
+				got.signed, got.reason = c.Status, c.Reason
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A succeeded run's digest is never taken for an unsigned push.
+func TestPushedEarlierIgnoresSucceededRuns(t *testing.T) {
+	st := &v1alpha1.PipelineStatus{Phase: v1alpha1.PhaseSucceeded, Digest: digest, Reference: "r@" + digest}
+	if p := pushedEarlier(st); p != nil {
+		t.Errorf("pushedEarlier = %+v", p)
+	}
+}
+
+// The Job tells the worker what the provenance records, and which digest
+// an earlier attempt pushed.
+func TestBuildJobSigningEnv(t *testing.T) {
+	env := func(job []corev1.EnvVar) map[string]string {
+		m := map[string]string{}
+		for _, e := range job {
+			m[e.Name] = e.Value
+		}
+		return m
+	}
+	plain := env(BuildJob(jobParams(nil)).Spec.Template.Spec.Containers[0].Env)
+	if plain[spec.EnvWorkerImage] != "worker:v1" || plain[spec.EnvInvocation] == "" {
+		t.Errorf("provenance env: image %q invocation %q", plain[spec.EnvWorkerImage], plain[spec.EnvInvocation])
+	}
+	if _, ok := plain[spec.EnvPushedDigest]; ok {
+		t.Errorf("%s set on a first attempt", spec.EnvPushedDigest)
+	}
+	resumed := env(BuildJob(jobParams(func(p *JobParams) {
+		p.Pushed = &result.Pushed{Digest: digest, Reference: "r@" + digest, SourceRevision: "abc"}
+	})).Spec.Template.Spec.Containers[0].Env)
+	if resumed[spec.EnvPushedDigest] != digest || resumed[spec.EnvPushedRevision] != "abc" {
+		t.Errorf("resumed attempt env: %v", resumed)
+	}
+}
+
+// The signing key Secret is mounted by its two keys only, optional, so a
+// missing Secret is the worker's SigningKeyMissing, not a stuck pod.
+func TestSigningKeyMount(t *testing.T) {
+	var m Mounts
+	m.SigningKey("cosign")
+	want := corev1.Volume{Name: "signing-key", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+		SecretName: "cosign", DefaultMode: ptrMode(0o440), Optional: ptrBool(true),
+		Items: []corev1.KeyToPath{{Key: "cosign.key", Path: "cosign.key"}, {Key: "cosign.password", Path: "cosign.password"}},
+	}}}
+	if diff := cmp.Diff([]corev1.Volume{want}, m.Volumes); diff != "" {
+		t.Errorf("volume (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "signing-key", MountPath: spec.SigningKeyDir, ReadOnly: true}}, m.Mounts); diff != "" {
+		t.Errorf("mount (-want +got):\n%s", diff)
+	}
+}
+
+func ptrBool(b bool) *bool { return &b }
