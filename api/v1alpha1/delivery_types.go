@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Delivery is how a Claim's pushed manifests reach the cluster.
 type Delivery struct {
@@ -39,6 +42,15 @@ type FluxDelivery struct {
 	// interval between Flux reconciles of the objects. Default 10m.
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// verifySecretRef names a Secret of the Claim's namespace holding the
+	// cosign public key(s) ("*.pub") Flux verifies the signature with
+	// (OCIRepository spec.verify, provider cosign). By default, a Claim
+	// signed with its own spec.signing key is verified with that Secret's
+	// "cosign.pub" (what cosign generate-key-pair k8s://... writes); a Claim
+	// signed by its profile's key needs this field to be verified.
+	// +optional
+	VerifySecretRef *corev1.LocalObjectReference `json:"verifySecretRef,omitempty"`
 }
 
 // ProfileDelivery is an EnvironmentProfile's delivery default.

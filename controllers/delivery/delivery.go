@@ -52,7 +52,10 @@ type Plan struct {
 	// PullSecret and CASecret are the Claim's push and CA Secrets, which
 	// the OCIRepository reads in the same namespace; empty for none.
 	PullSecret, CASecret string
-	ServiceAccount       string
+	// VerifySecret holds the cosign public key Flux verifies with; empty
+	// leaves spec.verify unset.
+	VerifySecret   string
+	ServiceAccount string
 	Prune, Wait          bool
 	Timeout, Interval    time.Duration
 }
@@ -125,6 +128,12 @@ func NewPlan(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, private bool) Plan {
 	if p.ServiceAccount == "" {
 		p.ServiceAccount = DefaultServiceAccount
 	}
+	switch {
+	case d.VerifySecretRef != nil:
+		p.VerifySecret = d.VerifySecretRef.Name
+	case c.Spec.Signing != nil:
+		p.VerifySecret = c.Spec.Signing.KeySecretRef.Name
+	}
 	if d.Timeout != nil {
 		p.Timeout = d.Timeout.Duration
 	}
@@ -156,6 +165,10 @@ func SetOCIRepositorySpec(r *sourcev1.OCIRepository, p Plan) {
 	}
 	if p.CASecret != "" {
 		r.Spec.CertSecretRef = &meta.LocalObjectReference{Name: p.CASecret}
+	}
+	r.Spec.Verify = nil
+	if p.VerifySecret != "" {
+		r.Spec.Verify = &sourcev1.OCIRepositoryVerification{Provider: "cosign", SecretRef: &meta.LocalObjectReference{Name: p.VerifySecret}}
 	}
 }
 

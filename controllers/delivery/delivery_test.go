@@ -77,6 +77,18 @@ func TestBuilders(t *testing.T) {
 	if diff := cmp.Diff(want, p); diff != "" {
 		t.Errorf("plan (-want +got):\n%s", diff)
 	}
+	if r := OCIRepository(p); r.Spec.Verify != nil {
+		t.Errorf("an unsigned Claim's OCIRepository verifies: %+v", r.Spec.Verify)
+	}
+	signed := claim(nil)
+	signed.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "cosign"}}
+	if v := OCIRepository(NewPlan(signed, &v1alpha1.FluxDelivery{}, false)).Spec.Verify; v == nil || v.Provider != "cosign" || v.SecretRef.Name != "cosign" {
+		t.Errorf("a Claim signed with its own key is not verified with that Secret's cosign.pub: %+v", v)
+	}
+	explicit := &v1alpha1.FluxDelivery{VerifySecretRef: &corev1.LocalObjectReference{Name: "team-pub"}}
+	if v := OCIRepository(NewPlan(signed, explicit, false)).Spec.Verify; v == nil || v.SecretRef.Name != "team-pub" {
+		t.Errorf("verifySecretRef ignored: %+v", v)
+	}
 	if private := NewPlan(c, &v1alpha1.FluxDelivery{}, true); private.PullSecret != "" {
 		t.Errorf("a private template's push Secret (template namespace) reached the tenant's OCIRepository: %q", private.PullSecret)
 	}

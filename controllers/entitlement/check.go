@@ -219,6 +219,9 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 		rights = append(rights, Right{Field: "spec.values." + k, Why: "binding Artifact " + bound[k],
 			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "get", Group: v1alpha1.GroupVersion.Group, Resource: "artifacts", Name: bound[k]}})
 	}
+	if d := claim.Spec.Delivery; d != nil && d.Flux != nil && d.Flux.VerifySecretRef != nil {
+		rights = append(rights, secretRight(ns, "spec.delivery.flux.verifySecretRef", d.Flux.VerifySecretRef.Name))
+	}
 	return append(rights, SigningRights(ns, claim.Spec.Signing)...), nil
 }
 

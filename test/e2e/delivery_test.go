@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,9 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployer"},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: ns}}})
 
+	// Signed with the tenant's own key: Flux verifies the digest with the
+	// same Secret's cosign.pub before applying anything.
+	kp := cosignSecret(t, ns, "cosign")
 	c := &v1alpha1.Claim{
 		ObjectMeta: metav1.ObjectMeta{Name: "ide", Namespace: ns},
 		Spec: v1alpha1.ClaimSpec{
@@ -75,6 +79,7 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 			Delivery: &v1alpha1.Delivery{Flux: &v1alpha1.FluxDelivery{ServiceAccountName: "deployer", Wait: ptr.To(false)}},
 		},
 	}
+	c.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "cosign"}}
 	create(t, c)
 	key := client.ObjectKeyFromObject(c)
 	waitFor(t, func(g Gomega) {
@@ -108,6 +113,12 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 	repoObj := &sourcev1.OCIRepository{}
 	g.Expect(sb.Client.Get(ctx, key, repoObj)).To(Succeed())
 	g.Expect(repoObj.Spec.Reference.Digest).To(Equal(first), "pinned by digest, never a tag")
+	verifySigned(t, kp, &c.Status.PipelineStatus)
+	g.Expect(repoObj.Spec.Verify).NotTo(BeNil())
+	g.Expect(repoObj.Spec.Verify.SecretRef.Name).To(Equal("cosign"))
+	verified := apimeta.FindStatusCondition(repoObj.Status.Conditions, "SourceVerified")
+	g.Expect(verified).NotTo(BeNil(), "Flux did not verify the signature: %+v", repoObj.Status.Conditions)
+	g.Expect(verified.Status).To(Equal(metav1.ConditionTrue), verified.Message)
 
 	// A value change renders, pushes and rolls out a new digest.
 	waitFor(t, func(g Gomega) {
