@@ -6,6 +6,8 @@ import (
 	"os"
 	"time"
 
+	"oras.land/oras-go/v2"
+
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render"
@@ -33,6 +35,15 @@ func runClaim(ctx context.Context) result.Result {
 	if err := spec.Load(&c); err != nil {
 		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
 	}
+	if c.Check {
+		// A template check renders and pushes nothing, so it needs no
+		// target and signs nothing.
+		res, err := render.Run(ctx, c, renderOptions(nil))
+		if err != nil {
+			return failure.ToResult(err)
+		}
+		return res
+	}
 	ctx, waitSigner, err := startSigner(ctx, c.Signing)
 	if err != nil {
 		return failure.ToResult(err)
@@ -57,12 +68,7 @@ func runClaim(ctx context.Context) result.Result {
 		}
 	} else if _, err = waitSigner(); err == nil {
 		// The render is small and fast: its push waits for the key.
-		res, err = render.Run(ctx, c, render.Options{
-			WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
-			AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
-			Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
-			Target:  repo,
-		})
+		res, err = render.Run(ctx, c, renderOptions(repo))
 	}
 	// A key failure comes first: it may be why the render was cancelled.
 	signer, kerr := waitSigner()
@@ -76,4 +82,17 @@ func runClaim(ctx context.Context) result.Result {
 		return res
 	}
 	return signPushed(ctx, signer, repo, c.Target.Repository, res, claimProvenance(c, res.SourceRevision, started))
+}
+
+// renderOptions are the worker's render settings; target nil builds none.
+func renderOptions(target oras.Target) render.Options {
+	o := render.Options{
+		WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
+		AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
+		Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
+	}
+	if target != nil {
+		o.Target = target
+	}
+	return o
 }

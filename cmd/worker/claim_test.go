@@ -102,3 +102,30 @@ func TestClaimFailureResults(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimCheck: `worker claim` with check: true (a ClaimTemplate's check)
+// needs no target, pushes nothing, and reports the commit and kinds.
+func TestClaimCheck(t *testing.T) {
+	git := gitserver.Serve(t, gitserver.Repo{Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
+	c := spec.Claim{
+		Name: "template-check", Namespace: "packline-system", Check: true,
+		Template: v1alpha1.ClaimTemplateSpec{
+			Source:    v1alpha1.TemplateSource{URL: git.URL, Ref: "main", Path: "apps/code-server/base"},
+			Kinds:     fixtures.TemplateKinds,
+			Service:   "code-server",
+			Exposures: []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureIngress, Component: "apps/code-server/components/ingress"}},
+		},
+		Exposure: v1alpha1.Exposure{Type: v1alpha1.ExposureIngress, Host: "template-check.example.com"},
+	}
+	code, res := runClaimWorker(t, c)
+	if code != 0 || res.Failed() {
+		t.Fatalf("exit %d, result error %+v", code, res.Error)
+	}
+	if !res.Check || res.Reference != "" || res.SourceRevision != git.Commits[0] || len(res.Kinds) == 0 {
+		t.Errorf("check result %+v", res)
+	}
+	c.Template.Source.Path = "apps/no-such-app"
+	if code, res := runClaimWorker(t, c); code == 0 || !res.Failed() || !res.Error.Permanent {
+		t.Errorf("a wrong path passed its check: exit %d, result %+v", code, res)
+	}
+}
