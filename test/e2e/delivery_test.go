@@ -43,7 +43,7 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 			ValuesSchema: &apiextensionsv1.JSON{Raw: []byte(`{"type":"object","properties":{"replicas":{"type":"integer","minimum":1,"maximum":3}}}`)},
 			Parameters: []v1alpha1.ParameterBinding{{Value: "replicas", Kind: "Replicas",
 				Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "code-server"}}},
-			Exposures:        []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureIngress, Component: "components/ingress"}},
+			Exposures:        []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureIngress, Component: "apps/code-server/components/ingress"}},
 			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sandbox.TenantLabels}},
 			RepositoryPrefix: sb.Registry.Host + "/claims",
 		},
