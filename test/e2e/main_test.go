@@ -41,6 +41,10 @@ var (
 // shellImage runs /bin/sh on the process node, for tests of the node itself.
 const shellImage = "packline.local/shell:e2e"
 
+// vllmImage is the vllm-server fixture's image: the node runs /bin/true for
+// it, since what a test checks is the model its image volume mounts.
+const vllmImage = "docker.io/vllm/vllm-openai:v0.6.4"
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -59,7 +63,7 @@ func run(m *testing.M) int {
 	o := sandbox.Options{
 		// Short backoffs so that retries happen within a test.
 		ManagerArgs: []string{"--backoff-base=1s", "--backoff-cap=2s", "--template-namespace=" + sandbox.ManagerNamespace},
-		Images: map[string]procnode.Image{shellImage: {
+		Images: map[string]procnode.Image{vllmImage: {Binary: "/bin/true"}, shellImage: {
 			Binary: "/bin/sh",
 			PathEnv: map[string]string{
 				corev1.TerminationMessagePathDefault: "TERM_LOG",

@@ -217,8 +217,12 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			if err := n.projected(ctx, pod, v, local); err != nil {
 				return nil, err
 			}
+		case v.Image != nil:
+			if err := imageVolume(ctx, v.Image.Reference, local); err != nil {
+				return nil, configErr("ErrImagePull", "volume %q: %v", v.Name, err)
+			}
 		default:
-			return nil, configErr("CreateContainerConfigError", "volume %q: only persistentVolumeClaim, emptyDir, secret, configMap and projected volumes are supported by the process node", v.Name)
+			return nil, configErr("CreateContainerConfigError", "volume %q: only persistentVolumeClaim, emptyDir, secret, configMap, projected and image volumes are supported by the process node", v.Name)
 		}
 		out[v.Name] = local
 	}
