@@ -109,6 +109,11 @@ func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duratio
 			return err
 		}
 		fmt.Printf("pulled %s: %s, %d blobs, %d bytes\n", st.reference, p.Manifest.MediaType, p.Blobs, p.Bytes)
+		if obj.GetKind() == "Claim" {
+			if err := printDelivered(ctx, s, obj); err != nil {
+				return err
+			}
+		}
 	}
 	fmt.Printf("\nkubeconfig: %s\n", s.Kubeconfig)
 	fmt.Printf("try: KUBECONFIG=%s kubectl get artifacts,claims,jobs,pods -A\n", s.Kubeconfig)
