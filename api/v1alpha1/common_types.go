@@ -151,6 +151,16 @@ type PipelineSpec struct {
 	// profile's key instead, and may not set this.
 	// +optional
 	Signing *SigningSpec `json:"signing,omitempty"`
+
+	// verifyInterval, when set, checks this often after a successful run
+	// that the tag still resolves to status.digest and that the digest is
+	// still in the registry, reporting TagMoved or ArtifactMissing in the
+	// Verified condition. Each check is one small Job (two HEAD requests
+	// with the push credentials; the manager itself holds none). At least
+	// one minute.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="verifyInterval must be at least 1m"
+	VerifyInterval *metav1.Duration `json:"verifyInterval,omitempty"`
 }
 
 // Phase is the coarse state of a pipeline run.
@@ -244,6 +254,14 @@ type PipelineStatus struct {
 	// controller acted on.
 	// +optional
 	LastHandledRequestedAt string `json:"lastHandledRequestedAt,omitempty"`
+
+	// lastVerifiedTime is when the last periodic verification
+	// (spec.verifyInterval) of the pushed digest finished; verifications
+	// counts them for the current run.
+	// +optional
+	LastVerifiedTime *metav1.Time `json:"lastVerifiedTime,omitempty"`
+	// +optional
+	Verifications int32 `json:"verifications,omitempty"`
 
 	// conditions: Ready, Reconciling and Stalled, in kstatus style.
 	// +optional

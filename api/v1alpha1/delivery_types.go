@@ -94,4 +94,8 @@ const (
 	ConditionDelivered = "Delivered"
 	// ConditionDrifted: Flux applied a revision that is not the Claim's digest.
 	ConditionDrifted = "Drifted"
+	// ConditionVerified: the last periodic check (spec.verifyInterval)
+	// found the tag still on the pushed digest (True), or TagMoved or
+	// ArtifactMissing (False).
+	ConditionVerified = "Verified"
 )

@@ -230,6 +230,7 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 		p.deleteStaleJobs,
 		p.deleteStaleWorkspaces,
 		p.reportBlocked,
+		p.verifyPushed,
 		p.ensureWorkspace,
 		p.ensureJob,
 		p.observe,

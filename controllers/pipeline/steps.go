@@ -38,6 +38,8 @@ type scope struct {
 	staleWorkspaces []corev1.PersistentVolumeClaim
 	// job is the current attempt's Job, once ensured.
 	job *batchv1.Job
+	// verifyJob is the newest periodic verification Job of the run.
+	verifyJob *batchv1.Job
 	// stop ends the step list early (nothing more to do this reconcile).
 	stop bool
 }
@@ -116,6 +118,13 @@ func (p *Pipeline) loadJobs(ctx context.Context, s *scope) (ctrl.Result, error) 
 	for i := range list.Items {
 		j := &list.Items[i]
 		if !s.ours(j) {
+			continue
+		}
+		if isVerifyJob(j) && s.blocked == nil && j.Labels[LabelInputs] == verifyInputs(s.status.InputsHash) && j.Labels[LabelGeneration] == gen {
+			// The current run's periodic verifications: keep the newest.
+			if s.verifyJob == nil || attemptOf(j) > attemptOf(s.verifyJob) {
+				s.verifyJob = j
+			}
 			continue
 		}
 		if j.Namespace != s.namespace() || j.Labels[LabelGeneration] != gen || j.Labels[LabelInputs] != s.work.InputsHash || s.blocked != nil {
@@ -456,4 +465,10 @@ func highestAttempt(jobs map[int32]*batchv1.Job) int32 {
 		h = max(h, a)
 	}
 	return h
+}
+
+// attemptOf is a Job's attempt label as a number (0 when absent).
+func attemptOf(j *batchv1.Job) int {
+	a, _ := strconv.Atoi(j.Labels[LabelAttempt])
+	return a
 }

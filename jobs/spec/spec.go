@@ -167,6 +167,16 @@ func Decode(b []byte, v any) error {
 	return nil
 }
 
+// Verify is the document of `worker verify`: does the tag still resolve
+// to the pushed digest, and is the digest still there?
+type Verify struct {
+	// Reference is "<repository>@sha256:…" from the resource's status.
+	Reference string `json:"reference"`
+	// Target carries the push credentials and the tag that should still
+	// point at Reference's digest.
+	Target Target `json:"target"`
+}
+
 // Delete is the job of `worker delete`, run for deletionPolicy Delete: it
 // removes the pushed manifest, but only while Tag still points at it, so a
 // newer push to the same tag by someone else is never removed.

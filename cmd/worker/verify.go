@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"oras.land/oras-go/v2/errdef"
+
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// Reasons a periodic verification reports (spec.verifyInterval).
+const (
+	// ReasonArtifactMissing: the pushed digest is no longer in the registry.
+	ReasonArtifactMissing = "ArtifactMissing"
+	// ReasonTagMoved: the tag resolves to another digest, or to none.
+	ReasonTagMoved = "TagMoved"
+)
+
+func init() { commands["verify"] = runVerify }
+
+// runVerify checks, with the push credentials, that the pushed manifest is
+// still in the registry and its tag still points at it: two HEAD requests,
+// nothing downloaded.
+func runVerify(ctx context.Context) result.Result {
+	var v spec.Verify
+	if err := spec.Load(&v); err != nil {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	}
+	r, err := verifyPushed(ctx, v)
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	return r
+}
+
+func verifyPushed(ctx context.Context, v spec.Verify) (result.Result, error) {
+	repoRef, dgst, ok := strings.Cut(v.Reference, "@")
+	if !ok || !strings.HasPrefix(dgst, "sha256:") {
+		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", v.Reference))
+	}
+	repo, err := registry.Repository(repoRef, registry.TargetOptions(v.Target))
+	if err != nil {
+		return result.Result{}, err
+	}
+	desc, err := repo.Resolve(ctx, dgst)
+	switch {
+	case errors.Is(err, errdef.ErrNotFound):
+		return result.Result{}, failure.Permanent(ReasonArtifactMissing, fmt.Errorf("%s is no longer in the registry", v.Reference))
+	case err != nil:
+		return result.Result{}, failure.Registry(err)
+	}
+	if tag := v.Target.Tag; tag != "" {
+		cur, err := repo.Resolve(ctx, tag)
+		switch {
+		case errors.Is(err, errdef.ErrNotFound):
+			return result.Result{}, failure.Permanent(ReasonTagMoved, fmt.Errorf("tag %s of %s no longer exists; it pointed at %s", tag, repoRef, dgst))
+		case err != nil:
+			return result.Result{}, failure.Registry(err)
+		case cur.Digest.String() != dgst:
+			return result.Result{}, failure.Permanent(ReasonTagMoved, fmt.Errorf("tag %s of %s now points at %s, not the pushed %s", tag, repoRef, cur.Digest, dgst))
+		}
+	}
+	return result.Result{Digest: dgst, Reference: v.Reference, MediaType: desc.MediaType, Size: desc.Size, Tag: v.Target.Tag}, nil
+}
