@@ -23,6 +23,7 @@ func main() {
 	cfg := pipeline.DefaultConfig()
 	var (
 		metricsAddr, probeAddr string
+		pprofAddr              string
 		leaderElect            bool
 		leaderElectionNS       string
 		retryLimit             int
@@ -43,6 +44,7 @@ func main() {
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the Go profiler (/debug/pprof); unset disables it. For profiling only: it is not authenticated.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
 	wh := defaultWebhookOptions()
@@ -82,9 +84,10 @@ func main() {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
-		Cache:                   controllers.CacheOptions(cfg.Instance),
+		Cache:                   controllers.CacheOptions(cfg),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        electionID,
 		LeaderElectionNamespace: leaderElectionNS,

@@ -39,6 +39,9 @@ type scope struct {
 	staleWorkspaces []corev1.PersistentVolumeClaim
 	// job is the current attempt's Job, once ensured.
 	job *batchv1.Job
+	// workspace delivers the result of a workspace create that runs
+	// alongside the Job's (see startWorkspace); finish waits for it.
+	workspace <-chan error
 	// stop ends the step list early (nothing more to do this reconcile).
 	stop bool
 }
@@ -204,6 +207,13 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	params := workspaceParams(s)
+	if p.workspaceCached(ctx, s) {
+		return ctrl.Result{}, nil
+	}
+	if !s.remote() {
+		p.startWorkspace(ctx, s, params)
+		return ctrl.Result{}, nil
+	}
 	err := p.Client.Create(ctx, BuildWorkspace(params))
 	if apierrors.IsNotFound(err) && s.remote() {
 		// The namespace itself is missing (the manager's
