@@ -104,7 +104,11 @@ func ChildTransforms(templateNamespace string) (job, pod, pvc toolscache.Transfo
 }
 
 func trimMeta(m metav1.Object) {
-	m.SetManagedFields(nil)
+	if m.GetManagedFields() != nil {
+		// Only when set: an unstructured object would gain a null field
+		// (kubernetes/kubernetes#124337).
+		m.SetManagedFields(nil)
+	}
 	if a := m.GetAnnotations(); a[annotationLastApplied] != "" {
 		delete(a, annotationLastApplied)
 		m.SetAnnotations(a)

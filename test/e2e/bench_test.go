@@ -187,6 +187,9 @@ func BenchmarkArtifactsToJobs(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
+				if pprofURL != "" {
+					saveURL(b, pprofURL+"/heap", filepath.Join(profileDir, fmt.Sprintf("manager-heap-%d.pprof", n)))
+				}
 				m.Stop()
 
 				b.ReportMetric(applied.Seconds(), "apply-s")
@@ -249,6 +252,18 @@ func saveMetrics(b *testing.B, url, path string) {
 		}
 	}
 	_ = os.WriteFile(path, []byte(strings.Join(keep, "\n")+"\n"), 0o644)
+}
+
+// saveURL writes what url serves to path (a heap profile).
+func saveURL(b *testing.B, url, path string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Logf("%s: %v", url, err)
+		return
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	_ = os.WriteFile(path, raw, 0o644)
 }
 
 // saveAPIServerMetrics writes kube-apiserver's request latencies by verb and
