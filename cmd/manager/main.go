@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,7 +20,18 @@ import (
 	"github.com/packline/packline/controllers/pipeline"
 )
 
+// defaultGOGC is the manager's garbage-collection target unless $GOGC sets
+// one. Most of the manager's heap is its cache, which lives as long as the
+// process; with Go's default (100) the heap grows to twice that before each
+// collection. At 50 it stays near one and a half times: with 5,000
+// Artifacts, Jobs and PVCs, RSS went from 134-154 to 113-133 MiB for about
+// 2% of a core more collection work (make bench, BenchmarkArtifactsToJobs).
+const defaultGOGC = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGOGC)
+	}
 	cfg := pipeline.DefaultConfig()
 	var (
 		metricsAddr, probeAddr string
