@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -91,7 +92,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Artifact{}, builder.WithPredicates(specOrAnnotationChanged)).
-		Owns(&batchv1.Job{}).
+		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Artifact"))).
 		Named("artifact").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)}).
@@ -114,6 +115,12 @@ func podOwner(kind string) handler.MapFunc {
 		return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: ns, Name: l[pipeline.LabelOwnerName]}}}
 	}
 }
+
+// notCreated ignores a Job's create event: the reconcile that created the
+// Job has already observed it, and at start-up every owner is reconciled
+// anyway. Woken by its own create, a reconcile ran on a cache that usually
+// did not yet hold the status it had just patched, and redid that work.
+var notCreated = predicate.Funcs{CreateFunc: func(event.CreateEvent) bool { return false }}
 
 // specOrAnnotationChanged wakes a reconcile on a spec change or an
 // annotation change (packline.dev/requestedAt), not on status updates.

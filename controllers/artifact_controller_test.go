@@ -420,7 +420,7 @@ func TestMissingSecretReported(t *testing.T) {
 	create(t, a)
 	job := waitJob(t, ns, key.Name, 1, 1)
 	ctx := context.Background()
-	pod := wrappers.MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).Obj()
+	pod := wrappers.MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).ControlledBy(job).Obj()
 	pod.Spec = *job.Spec.Template.Spec.DeepCopy()
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)

@@ -361,7 +361,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.Claim{}, builder.WithPredicates(specOrAnnotationChanged)).
 		// By label, not owner reference: a private template's Jobs are in
 		// the template namespace, where no owner reference can point.
-		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim")), builder.WithPredicates(notCreated)).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Claim"))).
 		Watches(&v1alpha1.ClaimTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsOf(func(o client.Object) []client.ListOption {
 			return []client.ListOption{client.MatchingFields{templateRefIndex: o.GetName()}}

@@ -128,7 +128,7 @@ func TestDeletionNeverBlocked(t *testing.T) {
 			NewWithT(t).Expect(env.Client.Delete(context.Background(), getArtifact(NewWithT(t), key))).To(Succeed())
 			if tc.stuckPod {
 				job := waitCleanupJob(t, ns, key.Name)
-				pod := MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).Obj()
+				pod := MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).ControlledBy(job).Obj()
 				pod.Spec = *job.Spec.Template.Spec.DeepCopy()
 				create(t, pod)
 				pod.Status = MakePod("", "", "").Waiting(pipeline.ReasonConfigError, `secret "push-creds" not found`).Status

@@ -34,16 +34,24 @@ func NewScheme() *runtime.Scheme {
 //
 // With several managers on one cluster (--instance), each caches only the
 // Artifacts and Claims labelled for it, and the children it made.
-func CacheOptions(instance string) cache.Options {
-	own := pipeline.OwnedSelector(instance)
-	mine := pipeline.InstanceSelector(instance)
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}:                  {Label: own},
-		&corev1.Pod{}:                   {Label: own},
-		&corev1.PersistentVolumeClaim{}: {Label: own},
-		&v1alpha1.Artifact{}:            {Label: mine},
-		&v1alpha1.Claim{}:               {Label: mine},
-	}}
+//
+// The label selectors filter server-side; the transforms then keep a stub
+// of any child whose labels were merely copied, and trim every object to
+// what the reconcilers read (see controllers/pipeline/cachetrim.go).
+func CacheOptions(cfg pipeline.Config) cache.Options {
+	own := pipeline.OwnedSelector(cfg.Instance)
+	mine := pipeline.InstanceSelector(cfg.Instance)
+	job, pod, pvc := pipeline.ChildTransforms(cfg.TemplateNamespace)
+	return cache.Options{
+		DefaultTransform: pipeline.TrimOwned,
+		ByObject: map[client.Object]cache.ByObject{
+			&batchv1.Job{}:                  {Label: own, Transform: job},
+			&corev1.Pod{}:                   {Label: own, Transform: pod},
+			&corev1.PersistentVolumeClaim{}: {Label: own, Transform: pvc},
+			&v1alpha1.Artifact{}:            {Label: mine},
+			&v1alpha1.Claim{}:               {Label: mine},
+		},
+	}
 }
 
 // Option changes what Setup wires.

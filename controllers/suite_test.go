@@ -61,7 +61,7 @@ func startManagerWith(t *testing.T, opts []controllers.Option, tweaks ...func(*p
 	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
-		Cache:                  controllers.CacheOptions(cfg.Instance),
+		Cache:                  controllers.CacheOptions(cfg),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Several managers run in one test binary, one after another.

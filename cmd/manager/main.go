@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,10 +20,22 @@ import (
 	"github.com/packline/packline/controllers/pipeline"
 )
 
+// defaultGOGC is the manager's garbage-collection target unless $GOGC sets
+// one. Most of the manager's heap is its cache, which lives as long as the
+// process; with Go's default (100) the heap grows to twice that before each
+// collection. At 50 it stays near one and a half times: with 5,000
+// Artifacts, Jobs and PVCs, RSS went from 134-154 to 113-133 MiB for about
+// 2% of a core more collection work (make bench, BenchmarkArtifactsToJobs).
+const defaultGOGC = 50
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGOGC)
+	}
 	cfg := pipeline.DefaultConfig()
 	var (
 		metricsAddr, probeAddr string
+		pprofAddr              string
 		leaderElect            bool
 		leaderElectionNS       string
 		retryLimit             int
@@ -45,6 +58,7 @@ func main() {
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the Go profiler (/debug/pprof); unset disables it. For profiling only: it is not authenticated.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
 	wh := defaultWebhookOptions()
@@ -84,9 +98,10 @@ func main() {
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
-		Cache:                   controllers.CacheOptions(cfg.Instance),
+		Cache:                   controllers.CacheOptions(cfg),
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        electionID,
 		LeaderElectionNamespace: leaderElectionNS,

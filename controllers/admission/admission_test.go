@@ -59,7 +59,7 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 	restCfg.QPS, restCfg.Burst = 20, 30
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
-		Cache:                  controllers.CacheOptions(""),
+		Cache:                  controllers.CacheOptions(pipeline.DefaultConfig()),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

@@ -177,11 +177,16 @@ type Pipeline struct {
 	// CleanupPlacement, when set, places deletionPolicy Delete's cleanup
 	// Jobs; by default they run in the owner's namespace with its target.
 	CleanupPlacement CleanupPlacement
+
+	// patched detects a cache that has not caught up with the last status
+	// patch (see stale.go).
+	patched patched
 }
 
 // Reconcile runs the steps in order and patches status once, at the end.
 func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFunc) (res ctrl.Result, retErr error) {
 	if !obj.GetDeletionTimestamp().IsZero() {
+		p.patched.forget(obj)
 		// Owner references let the garbage collector take the Job and PVC;
 		// only deletionPolicy Delete has work to do first, and then the
 		// children in another namespace, which no owner reference reaches.
@@ -195,6 +200,9 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 			return ctrl.Result{}, p.deleteRemoteChildren(ctx, obj)
 		}
 		return ctrl.Result{}, nil
+	}
+	if p.patched.behind(obj) {
+		return ctrl.Result{RequeueAfter: staleRetry}, nil
 	}
 	s, err := p.newScope(obj)
 	if err != nil {

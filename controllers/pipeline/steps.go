@@ -40,6 +40,9 @@ type scope struct {
 	job *batchv1.Job
 	// verifyJob is the newest periodic verification Job of the run.
 	verifyJob *batchv1.Job
+	// workspace delivers the result of a workspace create that runs
+	// alongside the Job's (see startWorkspace); finish waits for it.
+	workspace <-chan error
 	// stop ends the step list early (nothing more to do this reconcile).
 	stop bool
 }
@@ -208,6 +211,13 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	params := workspaceParams(s)
+	if p.workspaceCached(ctx, s) {
+		return ctrl.Result{}, nil
+	}
+	if !s.remote() {
+		p.startWorkspace(ctx, s, params)
+		return ctrl.Result{}, nil
+	}
 	err := p.Client.Create(ctx, BuildWorkspace(params))
 	if apierrors.IsNotFound(err) && s.remote() {
 		// The namespace itself is missing (the manager's

@@ -68,7 +68,51 @@ func (s *Sandbox) ManagerMemory() (rss, peak int64, err error) {
 	if s.manager == nil {
 		return 0, 0, fmt.Errorf("manager is not running")
 	}
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", s.manager.Pid()))
+	return procMemory(s.manager.Pid())
+}
+
+// Instance is a second manager, for one --instance, that serves no
+// webhooks (the main manager does). Benchmarks use it to time a manager
+// from its start against resources that already exist.
+type Instance struct{ p *proc }
+
+// StartInstance runs another manager with --instance=name, the manager's
+// identity and Options.ManagerArgs, and extra flags. It returns once the
+// manager is ready; its log is manager-<name>.log.
+func (s *Sandbox) StartInstance(name string, extra ...string) (*Instance, error) {
+	log, err := openLog(filepath.Join(s.logs, "manager-"+name+".log"))
+	if err != nil {
+		return nil, err
+	}
+	probe, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--worker-image=" + WorkerImage, "--metrics-bind-address=0", "--enable-webhooks=false",
+		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe), "--instance=" + name,
+	}
+	args = append(args, append(append([]string{}, s.o.ManagerArgs...), extra...)...)
+	p, err := startProc("manager-"+name, log, append(os.Environ(), "KUBECONFIG="+s.managerKC), s.o.ManagerBin, args...)
+	if err != nil {
+		return nil, err
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz"
+	if err := waitFor(p, 60*time.Second, func() error { return httpOK(http.DefaultClient, url) }); err != nil {
+		p.stop(time.Second)
+		return nil, fmt.Errorf("%w (see %s)", err, filepath.Join(s.logs, "manager-"+name+".log"))
+	}
+	return &Instance{p: p}, nil
+}
+
+// Memory returns the instance's resident set size now and at its peak.
+func (i *Instance) Memory() (rss, peak int64, err error) { return procMemory(i.p.Pid()) }
+
+// Stop ends the instance gracefully.
+func (i *Instance) Stop() { i.p.stop(10 * time.Second) }
+
+func procMemory(pid int) (rss, peak int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -85,6 +85,13 @@ func MakePod(name, ns, job string) *PodWrapper {
 // Obj returns the Pod.
 func (w *PodWrapper) Obj() *corev1.Pod { return &w.Pod }
 
+// ControlledBy sets the controller owner reference the Job controller gives
+// the pods it makes (packline's cache keeps only such pods).
+func (w *PodWrapper) ControlledBy(job *batchv1.Job) *PodWrapper {
+	w.Pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}
+	return w
+}
+
 // Labels adds labels.
 func (w *PodWrapper) Labels(l map[string]string) *PodWrapper {
 	for k, v := range l {
