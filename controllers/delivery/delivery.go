@@ -54,10 +54,10 @@ type Plan struct {
 	PullSecret, CASecret string
 	// VerifySecret holds the cosign public key Flux verifies with; empty
 	// leaves spec.verify unset.
-	VerifySecret   string
-	ServiceAccount string
-	Prune, Wait          bool
-	Timeout, Interval    time.Duration
+	VerifySecret      string
+	ServiceAccount    string
+	Prune, Wait       bool
+	Timeout, Interval time.Duration
 }
 
 // Resolve returns the effective Flux delivery of a Claim: its own, else its

@@ -69,9 +69,10 @@ func ChildTransforms(templateNamespace string) (job, pod, pvc toolscache.Transfo
 			return stub(j), nil
 		}
 		trimMeta(j)
-		// observe reads suspend and the status; the pod template, selector
-		// and the rest are the manager's own input, never read back.
-		j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend}
+		// observe reads suspend, managedBy (a dispatched Job) and the
+		// status; the pod template, selector and the rest are the
+		// manager's own input, never read back.
+		j.Spec = batchv1.JobSpec{Suspend: j.Spec.Suspend, ManagedBy: j.Spec.ManagedBy}
 		return j, nil
 	}
 	pod = func(obj any) (any, error) {
