@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
@@ -31,11 +32,7 @@ func runDelete(ctx context.Context) result.Result {
 }
 
 func deleteArtifact(ctx context.Context, d spec.Delete) (result.Result, error) {
-	repoRef, dgst, ok := strings.Cut(d.Reference, "@")
-	if !ok || !strings.HasPrefix(dgst, "sha256:") {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", d.Reference))
-	}
-	repo, err := registry.Repository(repoRef, registry.TargetOptions(d.Target))
+	_, dgst, repo, err := pushedRepository(d.Reference, d.Target)
 	if err != nil {
 		return result.Result{}, err
 	}
@@ -65,4 +62,15 @@ func deleteArtifact(ctx context.Context, d spec.Delete) (result.Result, error) {
 	}
 	log.Printf("deleted %s", d.Reference)
 	return done, nil
+}
+
+// pushedRepository splits a status reference ("<repository>@sha256:…") and
+// opens its repository with the target's credentials.
+func pushedRepository(reference string, t spec.Target) (repoRef, digest string, repo *remote.Repository, err error) {
+	repoRef, digest, ok := strings.Cut(reference, "@")
+	if !ok || !strings.HasPrefix(digest, "sha256:") {
+		return "", "", nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", reference))
+	}
+	repo, err = registry.Repository(repoRef, registry.TargetOptions(t))
+	return repoRef, digest, repo, err
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"oras.land/oras-go/v2/errdef"
 
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
 )
@@ -40,11 +38,7 @@ func runVerify(ctx context.Context) result.Result {
 }
 
 func verifyPushed(ctx context.Context, v spec.Verify) (result.Result, error) {
-	repoRef, dgst, ok := strings.Cut(v.Reference, "@")
-	if !ok || !strings.HasPrefix(dgst, "sha256:") {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", v.Reference))
-	}
-	repo, err := registry.Repository(repoRef, registry.TargetOptions(v.Target))
+	repoRef, dgst, repo, err := pushedRepository(v.Reference, v.Target)
 	if err != nil {
 		return result.Result{}, err
 	}

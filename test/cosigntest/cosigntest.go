@@ -7,53 +7,22 @@
 package cosigntest
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/packline/packline/test/toolcache"
 )
 
 // EnvBinary names the cosign binary to run, skipping the build script.
 const EnvBinary = "PACKLINE_COSIGN_BIN"
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
 // Binary returns the cosign binary's path, building it on first use.
 func Binary() (string, error) {
-	binOnce.Do(func() {
-		if p := os.Getenv(EnvBinary); p != "" {
-			binPath = p
-			return
-		}
-		root, err := repoRoot()
-		if err != nil {
-			binErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "test", "tools", "cosign.sh"))
-		cmd.Dir = root
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			binErr = fmt.Errorf("test/tools/cosign.sh: %v\n%s", err, stderr.String())
-			return
-		}
-		binPath = strings.TrimSpace(string(out))
-	})
-	return binPath, binErr
+	return toolcache.Path(EnvBinary, "cosign.sh", 20*time.Minute)
 }
 
 // KeyPair is a key pair written by cosign generate-key-pair.
@@ -112,22 +81,4 @@ func Run(t testing.TB, dir string, env []string, args ...string) (string, error)
 		"COSIGN_YES=true", "SIGSTORE_NO_CACHE=true"}, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// repoRoot walks up from the working directory to the folder with go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

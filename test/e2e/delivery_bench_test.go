@@ -8,8 +8,6 @@ import (
 
 	"github.com/fluxcd/pkg/apis/meta"
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -90,18 +88,10 @@ func BenchmarkClaimToDelivered(b *testing.B) {
 	b.ReportMetric(float64(t)/float64(r+f), "ratio")
 }
 
-// deployerNamespace is a tenant namespace with a ServiceAccount "deployer"
-// allowed to manage what the code-server template renders.
+// deployerNamespace is a tenant namespace with a deployer ServiceAccount.
 func deployerNamespace(b testing.TB) string {
 	ns := newNamespace(b)
-	create(b, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}})
-	create(b, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
-		{APIGroups: []string{""}, Resources: []string{"services", "persistentvolumeclaims"}, Verbs: []string{"*"}},
-	}})
-	create(b, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployer"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: ns}}})
+	deployer(b, ns)
 	return ns
 }
 

@@ -53,16 +53,8 @@ func TestClaimDeliveredByFlux(t *testing.T) {
 
 	// The tenant's deployer may manage Deployments, Services and PVCs, not
 	// yet Ingresses.
-	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}})
-	rules := []rbacv1.PolicyRule{
-		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
-		{APIGroups: []string{""}, Resources: []string{"services", "persistentvolumeclaims"}, Verbs: []string{"*"}},
-	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}, Rules: rules}
-	create(t, role)
-	create(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployer"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: ns}}})
+	role := deployer(t, ns)
+	rules := role.Rules
 
 	// Signed with the tenant's own key: Flux verifies the digest with the
 	// same Secret's cosign.pub before applying anything.
@@ -161,4 +153,24 @@ func requestReconcile(t *testing.T, o client.Object) {
 		o.SetAnnotations(a)
 		g.Expect(sb.Client.Update(context.Background(), o)).To(Succeed())
 	}).Should(Succeed())
+}
+
+// deployerRules let a delivered code-server or vllm-server Claim be applied:
+// everything they render but Ingresses, which tests grant when they need to.
+var deployerRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"*"}},
+	{APIGroups: []string{""}, Resources: []string{"services", "persistentvolumeclaims"}, Verbs: []string{"*"}},
+}
+
+// deployer creates the ServiceAccount "deployer" in ns, which Flux applies
+// delivered Claims as, bound to a Role with deployerRules.
+func deployer(t testing.TB, ns string) *rbacv1.Role {
+	t.Helper()
+	create(t, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}})
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns}, Rules: append([]rbacv1.PolicyRule(nil), deployerRules...)}
+	create(t, role)
+	create(t, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "deployer", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployer"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "deployer", Namespace: ns}}})
+	return role
 }

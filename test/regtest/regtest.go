@@ -8,7 +8,6 @@ package regtest
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -16,12 +15,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/packline/packline/test/registryconf"
+	"github.com/packline/packline/test/toolcache"
 )
 
 // EnvBinary names the registry binary to run, skipping the build script.
@@ -167,54 +166,7 @@ func writeConfig(dir, host string, o Options) (string, error) {
 	return registryconf.Write(dir, storage, host, "regtest", o.Users)
 }
 
-var (
-	binOnce sync.Once
-	binPath string
-	binErr  error
-)
-
 // Binary returns the registry binary, building it once per process if needed.
 func Binary() (string, error) {
-	binOnce.Do(func() {
-		if p := os.Getenv(EnvBinary); p != "" {
-			binPath = p
-			return
-		}
-		root, err := repoRoot()
-		if err != nil {
-			binErr = err
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "test", "tools", "registry.sh"))
-		cmd.Dir = root
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			binErr = fmt.Errorf("test/tools/registry.sh: %v\n%s", err, stderr.String())
-			return
-		}
-		binPath = strings.TrimSpace(string(out))
-	})
-	return binPath, binErr
-}
-
-// repoRoot walks up from the working directory to the folder with go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "test", "tools", "registry.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("cannot find test/tools/registry.sh above the working directory; set " + EnvBinary)
-		}
-		dir = parent
-	}
+	return toolcache.Path(EnvBinary, "registry.sh", 10*time.Minute)
 }

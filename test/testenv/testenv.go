@@ -6,17 +6,17 @@ package testenv
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/test/toolcache"
 )
 
 // Env is a running control plane.
@@ -35,16 +35,7 @@ func RepoRoot() string {
 // Assets returns the folder holding kube-apiserver and etcd: from
 // KUBEBUILDER_ASSETS, else by running the cached build script.
 func Assets() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	cmd := exec.Command(filepath.Join(RepoRoot(), "test", "tools", "k8s-assets.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("k8s test assets unavailable (run `make k8s-assets`): %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return toolcache.Path("KUBEBUILDER_ASSETS", "k8s-assets.sh", 30*time.Minute)
 }
 
 // Start runs an apiserver, normally once per test binary from TestMain;
@@ -112,14 +103,5 @@ func (e *Env) Stop() error { return e.env.Stop() }
 // kustomize-controller binaries and their CRDs (crds/): from
 // PACKLINE_FLUX_DIR, else by running the cached build script.
 func FluxDir() (string, error) {
-	if dir := os.Getenv("PACKLINE_FLUX_DIR"); dir != "" {
-		return dir, nil
-	}
-	cmd := exec.Command(filepath.Join(RepoRoot(), "test", "tools", "flux.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("Flux controllers unavailable (run `make flux`): %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
+	return toolcache.Path("PACKLINE_FLUX_DIR", "flux.sh", 30*time.Minute)
 }
