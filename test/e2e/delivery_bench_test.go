@@ -123,4 +123,3 @@ func renderJobTime(b testing.TB, ns, owner string) time.Duration {
 	b.Fatalf("no finished render Job for %s/%s", ns, owner)
 	return 0
 }
-
