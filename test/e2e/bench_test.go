@@ -142,7 +142,7 @@ func BenchmarkArtifactsToJobs(b *testing.B) {
 				ns := newNamespace(b)
 				objs := make([]client.Object, n)
 				for i := range objs {
-					a := newArtifact(ns, fmt.Sprintf("a%04d", i), "packline/tiny-model")
+					a := newArtifact(ns, fmt.Sprintf("a%04d", i), "packline/tiny-model").Obj()
 					a.Spec.QueueName = "bench"
 					a.Labels = map[string]string{pipeline.LabelInstance: instance}
 					objs[i] = a

@@ -64,7 +64,7 @@ func TestChaosManagerKilledRepeatedly(t *testing.T) {
 	defer release()
 	objs := make([]client.Object, chaosArtifacts)
 	for i := range objs {
-		objs[i] = newArtifact(ns, fmt.Sprintf("chaos-%03d", i), "packline/tiny-model")
+		objs[i] = newArtifact(ns, fmt.Sprintf("chaos-%03d", i), "packline/tiny-model").Obj()
 	}
 	// Created while the manager is up: its admission webhook must answer.
 	createAll(t, objs, 8)

@@ -59,7 +59,7 @@ func verifySigned(t *testing.T, kp cosigntest.KeyPair, st *v1alpha1.PipelineStat
 func TestSignedArtifact(t *testing.T) {
 	ns := newNamespace(t)
 	kp := cosignSecret(t, ns, "cosign")
-	a := newArtifact(ns, "signed", "packline/tiny-model")
+	a := newArtifact(ns, "signed", "packline/tiny-model").Obj()
 	a.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "cosign"}}
 	create(t, a)
 	waitReady(t, a, a.GetPipelineStatus)

@@ -384,3 +384,22 @@ func with(m map[string]string, k, v string) map[string]string {
 	m[k] = v
 	return m
 }
+
+// The wrappers embed their object, so without these a *Wrapper would pass
+// for a client.Object and fail only at run time ("no kind is registered
+// for the type wrappers.ArtifactWrapper"). Shadowing DeepCopyObject with
+// another signature makes that a compile error: call Obj().
+
+// DeepCopyObject is not a runtime.Object's: call Obj().
+func (w *ArtifactWrapper) DeepCopyObject(mustCallObj) {}
+
+// DeepCopyObject is not a runtime.Object's: call Obj().
+func (w *ClaimWrapper) DeepCopyObject(mustCallObj) {}
+
+// DeepCopyObject is not a runtime.Object's: call Obj().
+func (w *ClaimTemplateWrapper) DeepCopyObject(mustCallObj) {}
+
+// DeepCopyObject is not a runtime.Object's: call Obj().
+func (w *EnvironmentProfileWrapper) DeepCopyObject(mustCallObj) {}
+
+type mustCallObj struct{}

@@ -143,3 +143,9 @@ func (w *PodWrapper) Terminated(exitCode int32, message string) *PodWrapper {
 			ExitCode: exitCode, Reason: reason, Message: message, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
 	return w
 }
+
+// DeepCopyObject is not a runtime.Object's: call Obj() (see api.go).
+func (w *JobWrapper) DeepCopyObject(mustCallObj) {}
+
+// DeepCopyObject is not a runtime.Object's: call Obj() (see api.go).
+func (w *PodWrapper) DeepCopyObject(mustCallObj) {}
