@@ -67,6 +67,14 @@ func artifact(ctx context.Context) (result.Result, error) {
 		return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, desc.Digest.String()), nil
 	}
 
+	// What earlier runs pushed, looked up before fetching a byte.
+	prev, err := push.LoadPrevious(ctx, repo, a.Target.Tag, a.Previous)
+	if err != nil {
+		return result.Result{}, failure.Registry(err)
+	}
+	for _, m := range prev.Found {
+		fmt.Fprintf(os.Stderr, "artifact: reusing layers of %s\n", m)
+	}
 	fetched, err := source.Fetch(ctx, a.Source, source.Env{
 		Workspace:       ws,
 		SourceAuthDir:   envOr(EnvSourceAuthDir, spec.SourceAuthDir),
@@ -79,6 +87,7 @@ func artifact(ctx context.Context) (result.Result, error) {
 		},
 		HTTP: httpClient(),
 		Log:  os.Stderr,
+		Lazy: true,
 	})
 	if err != nil {
 		return result.Result{}, err
@@ -96,11 +105,14 @@ func artifact(ctx context.Context) (result.Result, error) {
 		Provenance:  push.Provenance{Source: fetched.URL, Revision: fetched.Revision, Created: fetched.Time},
 		Stated:      stated,
 		Log:         os.Stderr,
+		FileID:      fetched.FileID,
+		Previous:    prev,
+		Complete:    fetched.Complete,
 	})
 	if err != nil {
 		return result.Result{}, err
 	}
-	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes), %d already present\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Skipped)
+	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes), %d already present (%d mounted)\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Skipped, st.Mounted)
 	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), nil
 }
 

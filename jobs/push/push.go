@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/opencontainers/go-digest"
@@ -50,6 +51,19 @@ type Options struct {
 	Stated func(path string) bool
 	// Log, if set, gets one line per layer.
 	Log io.Writer
+
+	// FileID names a file's content by its source's identity (see
+	// layerKey). With it, each layer's key is recorded in the manifest
+	// (AnnotationLayerKeys) and a layer whose key an earlier push holds
+	// (Previous) is not written again.
+	FileID func(name string) (string, bool)
+	// Previous holds earlier pushes' layers by key (LoadPrevious).
+	Previous *Previous
+	// Complete, if set, is called once, before any layer is written, with
+	// the files of the layers that must be written: a lazy source
+	// (source.Fetched.Complete) fetches them then, and never fetches the
+	// files of layers the registry already has.
+	Complete func(ctx context.Context, names []string) error
 }
 
 // Provenance becomes the manifest's OCI annotations
@@ -66,7 +80,10 @@ type Provenance struct {
 // Stats say what a push did, for logs, tests and the benchmark.
 type Stats struct {
 	Layers, Uploaded, Skipped int
-	UploadedBytes             int64
+	// Mounted counts the skipped layers that were mounted from another
+	// repository of the registry.
+	Mounted       int
+	UploadedBytes int64
 }
 
 // Push packs kf's entries under root and pushes them to repo. For a
@@ -88,31 +105,76 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	}
 	layers := make([]ocispec.Descriptor, len(plan))
 	diffIDs := make([]digest.Digest, len(plan))
-	c := openCache(o.CacheDir)
+	keys := make([]string, len(plan))
+	done := make([]bool, len(plan))
 	var st Stats
 	stats := make(chan Stats, len(plan))
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, format, args...)
+		}
+	}
+	set := func(i int, desc ocispec.Descriptor, diffID digest.Digest) {
+		l := plan[i]
+		desc.Annotations = l.annotations
+		layers[i], diffIDs[i] = desc, diffID
+		if l.info != nil {
+			*l.info = &kitfile.LayerInfo{Digest: desc.Digest.String(), DiffID: diffID.String()}
+		}
+	}
 
+	// First the layers an earlier push holds: a HEAD each, or a mount.
 	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(o.Concurrency, 8))
+	for i, l := range plan {
+		keys[i] = layerKey(l.mediaType, l.items, o.FileID)
+		g.Go(func() error {
+			prev, mounted, ok, err := reuse(gctx, repo, o.Previous, keys[i], l.mediaType)
+			if err != nil {
+				return fmt.Errorf("layer %s: %w", l.path, err)
+			}
+			if !ok {
+				return nil
+			}
+			set(i, prev.desc, prev.diffID)
+			done[i] = true
+			s := Stats{Layers: 1, Skipped: 1}
+			verb := "already present"
+			if mounted {
+				s.Mounted, verb = 1, "mounted from "+prev.repo
+			}
+			stats <- s
+			logf("layer %s %s (%s, %d bytes)\n", l.path, verb, prev.desc.Digest, prev.desc.Size)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return ocispec.Descriptor{}, st, failure.Registry(err)
+	}
+	if err := complete(ctx, plan, done, o.Complete); err != nil {
+		return ocispec.Descriptor{}, st, err
+	}
+
+	// Then the others, streamed from the files.
+	c := openCache(o.CacheDir)
+	g, gctx = errgroup.WithContext(ctx)
 	g.SetLimit(o.Concurrency)
 	for i, l := range plan {
+		if done[i] {
+			continue
+		}
 		g.Go(func() error {
 			desc, diffID, s, err := pushLayer(gctx, repo, c, l.mediaType, l.items, o.Compression)
 			if err != nil {
 				return fmt.Errorf("layer %s: %w", l.path, err)
 			}
-			desc.Annotations = l.annotations
-			layers[i], diffIDs[i] = desc, diffID
-			if l.info != nil {
-				*l.info = &kitfile.LayerInfo{Digest: desc.Digest.String(), DiffID: diffID.String()}
-			}
+			set(i, desc, diffID)
 			stats <- s
-			if o.Log != nil {
-				verb := "uploaded"
-				if s.Skipped > 0 {
-					verb = "already present"
-				}
-				fmt.Fprintf(o.Log, "layer %s %s (%s, %d bytes)\n", l.path, verb, desc.Digest, desc.Size)
+			verb := "uploaded"
+			if s.Skipped > 0 {
+				verb = "already present"
 			}
+			logf("layer %s %s (%s, %d bytes)\n", l.path, verb, desc.Digest, desc.Size)
 			return nil
 		})
 	}
@@ -122,13 +184,17 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 		st.Layers += s.Layers
 		st.Uploaded += s.Uploaded
 		st.Skipped += s.Skipped
+		st.Mounted += s.Mounted
 		st.UploadedBytes += s.UploadedBytes
 	}
-	if saveErr := c.save(); saveErr != nil && o.Log != nil {
-		fmt.Fprintf(o.Log, "warning: layer cache not saved: %v\n", saveErr)
+	if saveErr := c.save(); saveErr != nil {
+		logf("warning: layer cache not saved: %v\n", saveErr)
 	}
 	if err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
+	}
+	if slices.ContainsFunc(keys, func(k string) bool { return k != "" }) {
+		o.Annotations = withLayerKeys(o.Annotations, keys, layers, diffIDs)
 	}
 
 	manifest, err := buildManifest(ctx, repo, kf, plan, layers, diffIDs, o)
@@ -136,6 +202,45 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 		return ocispec.Descriptor{}, st, failure.Registry(err)
 	}
 	return manifest, st, nil
+}
+
+// complete hands the files of the layers still to write to fetch.
+func complete(ctx context.Context, plan []layerPlan, done []bool, fetch func(context.Context, []string) error) error {
+	if fetch == nil {
+		return nil
+	}
+	var names []string
+	for i, l := range plan {
+		if done[i] {
+			continue
+		}
+		for _, it := range l.items {
+			if !it.Dir {
+				names = append(names, it.Name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return fetch(ctx, names)
+}
+
+// withLayerKeys returns a copy of a with AnnotationLayerKeys set.
+func withLayerKeys(a map[string]string, keys []string, layers []ocispec.Descriptor, diffIDs []digest.Digest) map[string]string {
+	notes := make([]layerKeyNote, len(keys))
+	for i, k := range keys {
+		notes[i].Key = k
+		if diffIDs[i] != layers[i].Digest {
+			notes[i].DiffID = diffIDs[i]
+		}
+	}
+	b, _ := json.Marshal(notes)
+	out := map[string]string{AnnotationLayerKeys: string(b)}
+	for k, v := range a {
+		out[k] = v
+	}
+	return out
 }
 
 // pushLayer uploads one layer unless the cache knows its digest and the

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"sort"
@@ -111,6 +112,7 @@ type lfs struct {
 type sibling struct {
 	RFilename string `json:"rfilename"`
 	Size      int64  `json:"size"`
+	BlobID    string `json:"blobId"`
 	LFS       *lfs   `json:"lfs,omitempty"`
 }
 
@@ -120,7 +122,9 @@ type info struct {
 	Siblings []sibling `json:"siblings"`
 }
 
-// ServeHTTP answers /api/models/<org>/<name>/revision/<rev> and
+// ServeHTTP answers /api/models/<org>/<name>/revision/<rev> (with each
+// file's size, blobId, and lfs sha256 and size for weights, as the Hub's
+// ?blobs=true does) and
 // /<org>/<name>/resolve/<commit>/<file>, as the Hub does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := strings.TrimPrefix(r.URL.Path, "/")
@@ -171,7 +175,7 @@ func (s *Server) modelInfo(w http.ResponseWriter, rest string) {
 	out := info{ID: name, SHA: repo.Commit()}
 	for _, n := range repo.names() {
 		b := repo.Files[n]
-		sib := sibling{RFilename: n, Size: int64(len(b))}
+		sib := sibling{RFilename: n, Size: int64(len(b)), BlobID: gitBlobID(b)}
 		// The Hub reports a sha256 for LFS files only; large weights are LFS.
 		if strings.HasSuffix(n, ".safetensors") || strings.HasSuffix(n, ".bin") || strings.HasSuffix(n, ".gguf") {
 			sum := sha256.Sum256(b)
@@ -181,6 +185,16 @@ func (s *Server) modelInfo(w http.ResponseWriter, rest string) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
+}
+
+// gitBlobID is git's object id of a blob, which the Hub reports as blobId
+// (for an LFS file, the id of its pointer; here, of the bytes: only its
+// stability matters to a client).
+func gitBlobID(b []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(b))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func (s *Server) repo(name string) (Repo, bool) {
