@@ -36,7 +36,9 @@ type Options struct {
 	// Compression of the layers; empty is none, kit's default: weights
 	// barely compress and gzip costs more CPU than it saves bytes.
 	Compression v1alpha1.Compression
-	// Concurrency is how many layers upload at once (default 3).
+	// Concurrency is how many layers upload at once (default 5, kit's
+	// --concurrency default; BenchmarkPushConcurrency measured 5 ahead of
+	// 3, 2 and 1 on the real registry).
 	Concurrency int
 	// CacheDir keeps layer digests between runs; empty disables the cache.
 	CacheDir string
@@ -91,7 +93,7 @@ type Stats struct {
 // descriptor.
 func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile.Kitfile, o Options) (ocispec.Descriptor, Stats, error) {
 	if o.Concurrency <= 0 {
-		o.Concurrency = 3
+		o.Concurrency = 5
 	}
 	if o.Format == "" {
 		o.Format = v1alpha1.FormatModelKit
@@ -258,11 +260,20 @@ func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType
 		}
 	}
 	var diffID digest.Digest
-	dgst, size, err := streamBlob(ctx, repo, func(w io.Writer) error {
+	write := func(w io.Writer) error {
 		var err error
 		diffID, err = pack.Write(w, items, comp)
 		return err
-	})
+	}
+	var dgst digest.Digest
+	var size int64
+	var err error
+	uploaded := true
+	if small(items) {
+		dgst, size, uploaded, err = putSmall(ctx, repo, mediaType, write)
+	} else {
+		dgst, size, err = streamBlob(ctx, repo, write)
+	}
 	if err != nil {
 		return ocispec.Descriptor{}, "", Stats{}, err
 	}
@@ -271,6 +282,9 @@ func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType
 	}
 	c.put(key, cached{Digest: dgst, DiffID: diffID, Size: size})
 	desc := ocispec.Descriptor{MediaType: mediaType, Digest: dgst, Size: size}
+	if !uploaded {
+		return desc, diffID, Stats{Layers: 1, Skipped: 1}, nil
+	}
 	return desc, diffID, Stats{Layers: 1, Uploaded: 1, UploadedBytes: size}, nil
 }
 
