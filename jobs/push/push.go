@@ -327,10 +327,15 @@ func buildManifest(ctx context.Context, repo *remote.Repository, kf *kitfile.Kit
 		Digest:       digest.FromBytes(b),
 		Size:         int64(len(b)),
 	}
+	// A re-run of unchanged content finds the tag already there: a HEAD
+	// instead of sending the manifest again.
 	if o.Tag != "" {
+		if cur, err := repo.Resolve(ctx, o.Tag); err == nil && cur.Digest == desc.Digest {
+			return desc, nil
+		}
 		err = repo.PushReference(ctx, desc, bytes.NewReader(b), o.Tag)
-	} else {
-		err = repo.Push(ctx, desc, bytes.NewReader(b))
+	} else if err = pushIfMissing(ctx, repo, desc, b); err != nil {
+		return desc, err
 	}
 	return desc, err
 }

@@ -54,6 +54,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	repos map[string]Repo
+	// infos caches each repository's commit and model info: hashing the
+	// files on every request would make the fixture, not the client, the
+	// cost a benchmark measures (the Hub serves these precomputed).
+	infos map[string]info
 	gate  chan struct{} // when set, file downloads wait for it to close
 	srv   *http.Server
 	ln    net.Listener
@@ -65,9 +69,9 @@ func Start(repos map[string]Repo) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), repos: map[string]Repo{}, ln: ln}
+	s := &Server{URL: "http://" + ln.Addr().String(), repos: map[string]Repo{}, infos: map[string]info{}, ln: ln}
 	for k, v := range repos {
-		s.repos[k] = v
+		s.Set(k, v)
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
@@ -79,9 +83,11 @@ func (s *Server) Close() error { return s.srv.Close() }
 
 // Set adds or replaces a repository.
 func (s *Server) Set(name string, r Repo) {
+	inf := repoInfo(name, r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.repos[name] = r
+	s.infos[name] = inf
 }
 
 // Hold makes file downloads block until the returned release is called, so
@@ -137,8 +143,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	repo, ok := s.repo(parts[0] + "/" + parts[1])
-	if !ok || parts[3] != repo.Commit() {
+	repo, inf, ok := s.repo(parts[0] + "/" + parts[1])
+	if !ok || parts[3] != inf.SHA {
 		http.NotFound(w, r)
 		return
 	}
@@ -167,21 +173,10 @@ func (s *Server) modelInfo(w http.ResponseWriter, rest string) {
 		return
 	}
 	name := parts[0] + "/" + parts[1]
-	repo, ok := s.repo(name)
-	if !ok || (parts[3] != "main" && parts[3] != repo.Commit()) {
+	_, out, ok := s.repo(name)
+	if !ok || (parts[3] != "main" && parts[3] != out.SHA) {
 		http.Error(w, "Repository not found", http.StatusNotFound)
 		return
-	}
-	out := info{ID: name, SHA: repo.Commit()}
-	for _, n := range repo.names() {
-		b := repo.Files[n]
-		sib := sibling{RFilename: n, Size: int64(len(b)), BlobID: gitBlobID(b)}
-		// The Hub reports a sha256 for LFS files only; large weights are LFS.
-		if strings.HasSuffix(n, ".safetensors") || strings.HasSuffix(n, ".bin") || strings.HasSuffix(n, ".gguf") {
-			sum := sha256.Sum256(b)
-			sib.LFS = &lfs{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b))}
-		}
-		out.Siblings = append(out.Siblings, sib)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)
@@ -197,11 +192,27 @@ func gitBlobID(b []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (s *Server) repo(name string) (Repo, bool) {
+func (s *Server) repo(name string) (Repo, info, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.repos[name]
-	return r, ok
+	return r, s.infos[name], ok
+}
+
+// repoInfo is what the Hub's model info says of r.
+func repoInfo(name string, r Repo) info {
+	out := info{ID: name, SHA: r.Commit()}
+	for _, n := range r.names() {
+		b := r.Files[n]
+		sib := sibling{RFilename: n, Size: int64(len(b)), BlobID: gitBlobID(b)}
+		// The Hub reports a sha256 for LFS files only; large weights are LFS.
+		if strings.HasSuffix(n, ".safetensors") || strings.HasSuffix(n, ".bin") || strings.HasSuffix(n, ".gguf") {
+			sum := sha256.Sum256(b)
+			sib.LFS = &lfs{SHA256: hex.EncodeToString(sum[:]), Size: int64(len(b))}
+		}
+		out.Siblings = append(out.Siblings, sib)
+	}
+	return out
 }
 
 // TinyModel is the fixture the samples point at: a few small files shaped
