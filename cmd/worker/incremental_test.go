@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"maps"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
 )
@@ -241,4 +244,73 @@ func TestIncrementalVolume(t *testing.T) {
 	if third == first || u < size || u > size+16<<10 {
 		t.Errorf("one file rewritten: digest %s (first %s), uploaded %d bytes, want its layer (%d bytes and a few KiB)", third, first, u, size)
 	}
+}
+
+// Sources that name their revision before any fetch: a Git ref resolved
+// with ls-remote (a branch, or an annotated tag peeled to its commit) and
+// an HTTP file with a stated sha256. Re-run in a fresh workspace, the
+// earlier manifest is re-used whole: no pack is fetched from the Git
+// server, no file downloaded, nothing uploaded.
+func TestIncrementalRevisionKnownUpFront(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	var fetched atomic.Int64
+	git := gitserver.Serve(t, gitserver.Repo{Name: "models", Commits: []gitserver.Commit{{
+		Files:         map[string]string{"model.safetensors": strings.Repeat("w", 64<<10), "config.json": "{}"},
+		AnnotatedTags: []string{"v1"},
+	}}}, gitserver.Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+				w = &countingWriter{ResponseWriter: w, n: &fetched}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	body := shard(7, 64<<10)
+	sum := sha256.Sum256(body)
+	file := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(int64(len(body)))
+		w.Write(body)
+	}))
+	defer file.Close()
+
+	for _, tc := range []struct {
+		name string
+		src  v1alpha1.ArtifactSource
+	}{
+		{"git branch", v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: "main"}}},
+		{"git annotated tag", v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: "v1"}}},
+		{"http sha256", v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: file.URL + "/model.gguf", SHA256: hex.EncodeToString(sum[:])}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
+			a := spec.Artifact{Source: tc.src, Format: v1alpha1.FormatModelKit,
+				Target: spec.Target{Repository: reg + "/known/" + strings.ReplaceAll(tc.name, " ", "-"), Tag: "v1", PlainHTTP: true}}
+			fetched.Store(0)
+			code, first := runWorker(t, a)
+			if code != 0 || first.Failed() || fetched.Load() == 0 {
+				t.Fatalf("first run: exit %d, %+v, fetched %d bytes", code, first.Error, fetched.Load())
+			}
+			for _, tag := range []string{"v1", "v2"} {
+				a.Target.Tag = tag
+				fetched.Store(0)
+				up.Reset()
+				code, res := runWorker(t, withPrevious(a, first.Reference))
+				if code != 0 || res.Failed() {
+					t.Fatalf("re-run as %s: exit %d, %+v", tag, code, res.Error)
+				}
+				if res.Digest != first.Digest || res.SourceRevision != first.SourceRevision {
+					t.Errorf("re-run as %s: %s at %s, want %s at %s", tag, res.Digest, res.SourceRevision, first.Digest, first.SourceRevision)
+				}
+				// v1 is already tagged; v2 sends the manifest only.
+				if fetched.Load() != 0 || up.Uploaded() > res.Size {
+					t.Errorf("re-run as %s fetched %d and uploaded %d bytes, want 0 and at most the %d-byte manifest", tag, fetched.Load(), up.Uploaded(), res.Size)
+				}
+			}
+		})
+	}
+}
+
+func withPrevious(a spec.Artifact, refs ...string) spec.Artifact {
+	a.Previous = refs
+	return a
 }

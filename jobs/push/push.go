@@ -66,6 +66,8 @@ type Options struct {
 	// (source.Fetched.Complete) fetches them then, and never fetches the
 	// files of layers the registry already has.
 	Complete func(ctx context.Context, names []string) error
+	// InputKey, if set, is recorded as AnnotationInput (see InputKey).
+	InputKey string
 }
 
 // Provenance becomes the manifest's OCI annotations
@@ -195,6 +197,9 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	if err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
 	}
+	if o.InputKey != "" {
+		o.Annotations = withAnnotation(o.Annotations, AnnotationInput, o.InputKey)
+	}
 	if slices.ContainsFunc(keys, func(k string) bool { return k != "" }) {
 		o.Annotations = withLayerKeys(o.Annotations, keys, layers, diffIDs)
 	}
@@ -226,6 +231,15 @@ func complete(ctx context.Context, plan []layerPlan, done []bool, fetch func(con
 		return nil
 	}
 	return fetch(ctx, names)
+}
+
+// withAnnotation returns a copy of a with k set to v, unless a sets k.
+func withAnnotation(a map[string]string, k, v string) map[string]string {
+	out := map[string]string{k: v}
+	for k, v := range a {
+		out[k] = v
+	}
+	return out
 }
 
 // withLayerKeys returns a copy of a with AnnotationLayerKeys set.

@@ -1,6 +1,7 @@
 package push
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -27,6 +29,27 @@ import (
 // layers themselves stay byte-identical to kit's; only the manifest
 // carries this.
 const AnnotationLayerKeys = "dev.packline.layer-keys"
+
+// AnnotationInput is the manifest annotation naming everything a push was
+// made from, when the source states its revision before any fetch (a Git
+// commit, an HTTP sha256): a re-run with the same input key re-uses that
+// manifest whole, fetching nothing (see InputKey, ReuseManifest).
+const AnnotationInput = "dev.packline.input"
+
+// InputKey is the hex sha256 of v (the spec's source, format,
+// compression, Kitfile and annotations, and the revision) and the packer's
+// version, as JSON.
+func InputKey(v any) (string, error) {
+	b, err := json.Marshal(struct {
+		Version string `json:"v"`
+		Input   any    `json:"input"`
+	}{layerKeyVersion, v})
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
 
 // layerKeyVersion changes whenever the same inputs would give other layer
 // bytes (tar writer rules, compressor versions), so old keys stop matching.
@@ -66,8 +89,16 @@ type layerKeyNote struct {
 // repository each was found in (for a cross-repository mount).
 type Previous struct {
 	layers map[string]prevLayer
+	inputs map[string]prevManifest
 	// Found lists the manifests read, for logs.
 	Found []string
+}
+
+type prevManifest struct {
+	desc     ocispec.Descriptor
+	raw      []byte
+	manifest ocispec.Manifest
+	repo     string
 }
 
 type prevLayer struct {
@@ -95,7 +126,7 @@ const maxManifestBytes = 4 << 20
 // Nothing found is not an error; an unreachable registry is, as the push
 // would fail anyway.
 func LoadPrevious(ctx context.Context, repo *remote.Repository, tag string, refs []string) (*Previous, error) {
-	p := &Previous{layers: map[string]prevLayer{}}
+	p := &Previous{layers: map[string]prevLayer{}, inputs: map[string]prevManifest{}}
 	if tag != "" {
 		if err := p.read(ctx, repo, tag); err != nil {
 			return p, err
@@ -134,6 +165,15 @@ func (p *Previous) read(ctx context.Context, repo *remote.Repository, reference 
 	if json.Unmarshal(b, &m) != nil {
 		return nil
 	}
+	if k := m.Annotations[AnnotationInput]; k != "" {
+		if _, seen := p.inputs[k]; !seen {
+			p.inputs[k] = prevManifest{desc: ocispec.Descriptor{MediaType: desc.MediaType, ArtifactType: m.ArtifactType, Digest: desc.Digest, Size: desc.Size}, raw: b, manifest: m, repo: repo.Reference.Repository}
+		}
+	}
+	found := repo.Reference.Repository + "@" + desc.Digest.String()
+	if !slices.Contains(p.Found, found) {
+		p.Found = append(p.Found, found)
+	}
 	var notes []layerKeyNote
 	if json.Unmarshal([]byte(m.Annotations[AnnotationLayerKeys]), &notes) != nil || len(notes) != len(m.Layers) {
 		return nil
@@ -153,7 +193,6 @@ func (p *Previous) read(ctx context.Context, repo *remote.Repository, reference 
 			}
 		}
 	}
-	p.Found = append(p.Found, repo.Reference.Repository+"@"+desc.Digest.String())
 	return nil
 }
 
@@ -201,3 +240,46 @@ func reuse(ctx context.Context, repo *remote.Repository, prev *Previous, key, me
 }
 
 var errNoMount = errors.New("registry did not mount the blob")
+
+// ReuseManifest pushes, as tag, the earlier manifest made from the same
+// input (AnnotationInput = key), when every blob it needs is in repo or
+// can be mounted there: nothing is fetched and no blob is sent. ok is
+// false when there is no such manifest or a blob is gone.
+func ReuseManifest(ctx context.Context, repo *remote.Repository, prev *Previous, key, tag string) (ocispec.Descriptor, Stats, bool, error) {
+	if prev == nil || key == "" {
+		return ocispec.Descriptor{}, Stats{}, false, nil
+	}
+	pm, found := prev.inputs[key]
+	if !found {
+		return ocispec.Descriptor{}, Stats{}, false, nil
+	}
+	var st Stats
+	for i, d := range append([]ocispec.Descriptor{pm.manifest.Config}, pm.manifest.Layers...) {
+		d = ocispec.Descriptor{MediaType: d.MediaType, Digest: d.Digest, Size: d.Size}
+		exists, err := repo.Blobs().Exists(ctx, d)
+		if err != nil {
+			return ocispec.Descriptor{}, st, false, err
+		}
+		if !exists && pm.repo != repo.Reference.Repository {
+			err = repo.Mount(ctx, d, pm.repo, func() (io.ReadCloser, error) { return nil, errNoMount })
+			exists = err == nil
+			if exists && i > 0 {
+				st.Mounted++
+			}
+		}
+		if !exists {
+			return ocispec.Descriptor{}, st, false, nil
+		}
+		if i > 0 {
+			st.Layers++
+			st.Skipped++
+		}
+	}
+	if tag == "" {
+		return pm.desc, st, true, pushIfMissing(ctx, repo, pm.desc, pm.raw)
+	}
+	if cur, err := repo.Resolve(ctx, tag); err == nil && cur.Digest == pm.desc.Digest {
+		return pm.desc, st, true, nil
+	}
+	return pm.desc, st, true, repo.PushReference(ctx, pm.desc, bytes.NewReader(pm.raw), tag)
+}
