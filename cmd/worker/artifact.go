@@ -69,9 +69,11 @@ func artifact(ctx context.Context) (result.Result, error) {
 	}
 
 	// What earlier runs pushed, looked up before fetching a byte.
+	// Not finding them only costs the work they would save; the push
+	// itself reports a registry that is really down or refusing.
 	prev, err := push.LoadPrevious(ctx, repo, a.Target.Tag, a.Previous)
 	if err != nil {
-		return result.Result{}, failure.Registry(err)
+		fmt.Fprintf(os.Stderr, "artifact: earlier pushes not looked up: %v\n", err)
 	}
 	for _, m := range prev.Found {
 		fmt.Fprintf(os.Stderr, "artifact: reusing layers of %s\n", m)
@@ -99,9 +101,9 @@ func artifact(ctx context.Context) (result.Result, error) {
 		}
 		desc, st, ok, err := push.ReuseManifest(ctx, repo, prev, inputKey, a.Target.Tag)
 		if err != nil {
-			return result.Result{}, failure.Registry(err)
+			fmt.Fprintf(os.Stderr, "artifact: earlier push %s not re-used: %v\n", desc.Digest, err)
 		}
-		if ok {
+		if ok && err == nil {
 			fmt.Fprintf(os.Stderr, "artifact: %s already pushed from %s: %d layers, none fetched or uploaded (%d mounted)\n", desc.Digest, rev, st.Layers, st.Mounted)
 			return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, rev), nil
 		}
