@@ -168,7 +168,14 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 			continue
 		}
 		g.Go(func() error {
-			desc, diffID, s, err := pushLayer(gctx, repo, c, l.mediaType, l.items, o.Compression)
+			// A layer with a key was looked up by it already; the local
+			// cache keys on inodes, which a lazy source's placeholders
+			// (replaced after planning) would make meaningless.
+			lc := c
+			if keys[i] != "" {
+				lc = openCache("")
+			}
+			desc, diffID, s, err := pushLayer(gctx, repo, lc, l.mediaType, l.items, o.Compression)
 			if err != nil {
 				return fmt.Errorf("layer %s: %w", l.path, err)
 			}
