@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"net/http"
@@ -51,6 +52,8 @@ type hfFile struct {
 	size   int64 // -1 when unknown
 	sha256 string
 	blobID string
+	// hashed is the sha256 computed while downloading, if it was.
+	hashed string
 }
 
 // id is the file's content identity for the packer's layer keys: the LFS
@@ -368,12 +371,23 @@ func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, 
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, &countingReader{r: resp.Body, p: p})
+	// A download from the start is hashed as it is written, so that
+	// verify need not read the file again; a resumed one is read back.
+	var h hash.Hash
+	var w io.Writer = out
+	if flags&os.O_APPEND == 0 && f.sha256 != "" {
+		h = sha256.New()
+		w = io.MultiWriter(out, h)
+	}
+	_, err = io.Copy(w, &countingReader{r: resp.Body, p: p})
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading %s: %w", f.name, err))
+	}
+	if h != nil {
+		f.hashed = hex.EncodeToString(h.Sum(nil))
 	}
 	return finish(part, final, f, nil, 0)
 }
@@ -400,16 +414,20 @@ func verify(file string, f hfFile) error {
 	if f.sha256 == "" {
 		return nil
 	}
-	r, err := os.Open(file)
-	if err != nil {
-		return err
+	got := f.hashed
+	if got == "" {
+		r, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, r); err != nil {
+			return err
+		}
+		got = hex.EncodeToString(h.Sum(nil))
 	}
-	defer r.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != f.sha256 {
+	if got != f.sha256 {
 		return failure.Permanent(failure.ReasonChecksum, fmt.Errorf("%s has sha256 %s, want %s", f.name, got, f.sha256))
 	}
 	return nil
