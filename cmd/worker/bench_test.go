@@ -76,7 +76,7 @@ func BenchmarkReimport(b *testing.B) {
 		b.ReportMetric(t3.Seconds()/t1.Seconds(), "oneshard/first_time")
 		b.ReportMetric(float64(d3)/float64(per), "oneshard_down/shard")
 		b.ReportMetric(float64(u3)/float64(per), "oneshard_up/shard")
-		b.Logf("%.0f MiB: re-run %.3f of the first run's time (target ≤0.05), %d bytes down, %d up (target 0; the manifest is re-sent to re-tag); one shard changed: %.2f shards down, %.2f up, %.3f of the time",
+		b.Logf("%.0f MiB: re-run %.3f of the first run's time (target ≤0.05), %d bytes down, %d up (target 0); one shard changed: %.2f shards down, %.2f up, %.3f of the time",
 			mb, t2.Seconds()/t1.Seconds(), d2, u2, float64(d3)/float64(per), float64(u3)/float64(per), t3.Seconds()/t1.Seconds())
 	}
 }
