@@ -2,9 +2,12 @@ package push
 
 import (
 	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/packline/packline/jobs/pack"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/test/regtest"
 )
 
 // A layer key moves with everything that moves the layer's bytes (media
@@ -65,5 +68,23 @@ func TestLayerKey(t *testing.T) {
 	}
 	if k := layerKey("t", items(), nil); k != "" {
 		t.Errorf("no ids gave key %s", k)
+	}
+}
+
+// Earlier pushes are read only from the target's own registry, with its
+// credentials: a reference elsewhere is not even asked for.
+func TestLoadPreviousStaysOnTheRegistry(t *testing.T) {
+	host, count := regtest.Proxy(t, regtest.Start(t))
+	repo := repoAt(t, host, "prev/model", registry.Options{})
+	p, err := LoadPrevious(t.Context(), repo, "", []string{
+		"elsewhere.example:5000/prev/model@sha256:" + strings.Repeat("a", 64),
+		"not a reference",
+	})
+	if err != nil || len(p.Found) != 0 || count.Requests() != 0 {
+		t.Fatalf("found %v (%v) with %d requests, want nothing and no request", p.Found, err, count.Requests())
+	}
+	// A missing tag is no error: a first run.
+	if p, err := LoadPrevious(t.Context(), repo, "v1", nil); err != nil || len(p.Found) != 0 {
+		t.Fatalf("missing tag: %v %v", p.Found, err)
 	}
 }
