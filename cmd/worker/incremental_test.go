@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 
@@ -135,6 +136,33 @@ func TestIncrementalHuggingFace(t *testing.T) {
 		res, d, u := runCounted(t, job("inc/model", "v2", first.Reference))
 		if res.Digest != first.Digest || d != 0 || u > res.Size {
 			t.Errorf("digest %s (want %s), downloaded %d, uploaded %d bytes (want 0, ≤%d)", res.Digest, first.Digest, d, u, res.Size)
+		}
+	})
+
+	t.Run("a layer deleted from the registry is fetched and sent again", func(t *testing.T) {
+		repo, _ := registry.Repository(reg+"/inc/model", registry.Options{PlainHTTP: true})
+		b, err := content.FetchAll(t.Context(), repo, ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest,
+			Digest: digest.Digest(first.Digest), Size: first.Size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m ocispec.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		gone := m.Layers[0]
+		if err := repo.Blobs().Delete(t.Context(), gone); err != nil {
+			t.Fatal(err)
+		}
+		res, d, u := runCounted(t, job("inc/model", "v1"))
+		if res.Digest != first.Digest {
+			t.Errorf("digest %s, want %s", res.Digest, first.Digest)
+		}
+		if d == 0 || d > size || u < gone.Size || u > gone.Size+8<<10 {
+			t.Errorf("downloaded %d and uploaded %d bytes, want that layer's file (≤%d) and the %d-byte layer", d, u, size, gone.Size)
+		}
+		if ok, err := repo.Blobs().Exists(t.Context(), gone); err != nil || !ok {
+			t.Errorf("layer %s not back (%v)", gone.Digest, err)
 		}
 	})
 
