@@ -79,12 +79,24 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 		Spec: spec.Artifact{
 			Source: src, Format: a.Spec.Format, Compression: a.Spec.Compression, Kitfile: a.Spec.Kitfile, Target: target,
 			Signing: signing,
+			// The last push, as loaded (before a new run clears status):
+			// the worker re-uses its layers whatever the tag now says.
+			Previous: previousPush(a),
 		},
 		Mounts:     m,
 		InputsHash: pipeline.InputsHash(specJSON),
 		Tag:        target.Tag,
 		Hints:      hints,
 	}, nil
+}
+
+// previousPush is the Artifact's last pushed reference, if any. It is not
+// part of the inputs hash: it only lets a new run skip what is pushed.
+func previousPush(a *v1alpha1.Artifact) []string {
+	if a.Status.Reference == "" {
+		return nil
+	}
+	return []string{a.Status.Reference}
 }
 
 // SetupWithManager watches Artifacts, their Jobs, and the Jobs' pods (pod

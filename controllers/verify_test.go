@@ -15,6 +15,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/pipeline"
+	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -86,3 +87,34 @@ func poke(t *testing.T, key client.ObjectKey, n int) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestNewRunNamesThePreviousPush: a new run (here an edited tag) hands the
+// worker the last pushed reference, so it re-uses those layers (issue 16's
+// incremental re-import) instead of uploading them again.
+func TestNewRunNamesThePreviousPush(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "retagged"}
+	create(t, wrappers.MakeArtifact(key.Name, ns).Obj())
+	first := waitJob(t, ns, key.Name, 1, 1)
+	NewWithT(t).Expect(artifactDoc(t, first).Previous).To(BeEmpty())
+	runJob(t, first, 0, okResult(digest))
+	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		a.Spec.Target.Tag = "v2"
+		g.Expect(env.Client.Update(context.Background(), a)).To(Succeed())
+	})
+	NewWithT(t).Expect(artifactDoc(t, waitJob(t, ns, key.Name, 2, 1)).Previous).To(Equal([]string{"registry.example.com/acme/tiny@" + digest}))
+}
+
+func artifactDoc(t *testing.T, job *batchv1.Job) spec.Artifact {
+	t.Helper()
+	var doc spec.Artifact
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == spec.EnvSpec {
+			NewWithT(t).Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+		}
+	}
+	return doc
+}

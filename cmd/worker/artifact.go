@@ -12,6 +12,7 @@ import (
 
 	"oras.land/oras-go/v2/registry/remote"
 
+	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/format"
 	"github.com/packline/packline/jobs/kitfile"
@@ -108,7 +109,17 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, desc.Digest.String()), nil
 	}
 
-	fetched, err := source.Fetch(ctx, a.Source, source.Env{
+	// What earlier runs pushed, looked up before fetching a byte.
+	// Not finding them only costs the work they would save; the push
+	// itself reports a registry that is really down or refusing.
+	prev, err := push.LoadPrevious(ctx, repo, a.Target.Tag, a.Previous)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "artifact: earlier pushes not looked up: %v\n", err)
+	}
+	for _, m := range prev.Found {
+		fmt.Fprintf(os.Stderr, "artifact: reusing layers of %s\n", m)
+	}
+	env := source.Env{
 		Workspace:       ws,
 		SourceAuthDir:   envOr(EnvSourceAuthDir, spec.SourceAuthDir),
 		SourceVolumeDir: envOr(EnvSourceVolumeDir, spec.SourceVolumeDir),
@@ -120,7 +131,25 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		},
 		HTTP: httpClient(),
 		Log:  os.Stderr,
-	})
+		Lazy: true,
+	}
+	// A source that names its revision up front (a Git commit, an HTTP
+	// sha256) whose earlier push is still whole is re-used as is.
+	inputKey := ""
+	if rev, ok := source.Identify(ctx, a.Source, env); ok {
+		if inputKey, err = push.InputKey(input{a.Source, a.Format, a.Compression, a.Kitfile, a.Annotations, rev}); err != nil {
+			return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+		}
+		desc, st, ok, err := push.ReuseManifest(ctx, repo, prev, inputKey, a.Target.Tag)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "artifact: earlier push %s not re-used: %v\n", desc.Digest, err)
+		}
+		if ok && err == nil {
+			fmt.Fprintf(os.Stderr, "artifact: %s already pushed from %s: %d layers, none fetched or uploaded (%d mounted)\n", desc.Digest, rev, st.Layers, st.Mounted)
+			return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, rev), nil
+		}
+	}
+	fetched, err := source.Fetch(ctx, a.Source, env)
 	if err != nil {
 		return result.Result{}, err
 	}
@@ -137,13 +166,28 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		Provenance:     push.Provenance{Source: fetched.URL, Revision: fetched.Revision, Created: fetched.Time},
 		Stated:         stated,
 		Log:            os.Stderr,
+		FileID:         fetched.FileID,
+		Previous:       prev,
+		Complete:       fetched.Complete,
+		InputKey:       inputKey,
 		BeforeManifest: keyReady,
 	})
 	if err != nil {
 		return result.Result{}, err
 	}
-	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes), %d already present\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Skipped)
+	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes), %d already present (%d mounted)\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Skipped, st.Mounted)
 	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), nil
+}
+
+// input is what an Artifact's push is made from, for push.InputKey: the
+// target and the earlier references are not part of it.
+type input struct {
+	Source      v1alpha1.ArtifactSource `json:"source"`
+	Format      v1alpha1.PackFormat     `json:"format"`
+	Compression v1alpha1.Compression    `json:"compression,omitempty"`
+	Kitfile     string                  `json:"kitfile,omitempty"`
+	Annotations map[string]string       `json:"annotations,omitempty"`
+	Revision    string                  `json:"revision"`
 }
 
 // buildKitfile generates a Kitfile from the fetched files and merges the

@@ -1,6 +1,7 @@
 package push
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -10,9 +11,12 @@ import (
 	"net/url"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
+
+	"github.com/packline/packline/jobs/pack"
 )
 
 // streamBlob uploads what write produces without knowing its digest first:
@@ -133,3 +137,33 @@ func responseError(resp *http.Response) error {
 type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+// smallLayer is the most a layer may hold to be packed in memory.
+const smallLayer = 1 << 20
+
+// small reports a layer whose files fit in memory.
+func small(items []pack.Item) bool {
+	var n int64
+	for _, it := range items {
+		n += it.Size
+	}
+	return n <= smallLayer
+}
+
+// putSmall packs a small layer in memory, so that its digest is known
+// before anything is sent: a HEAD skips it when the registry has it, and
+// otherwise oras-go's monolithic upload (POST, then PUT with the body)
+// takes one round trip less than streamBlob's POST, PATCH, PUT. Config,
+// tokenizer and README layers are this size.
+func putSmall(ctx context.Context, repo *remote.Repository, mediaType string, write func(io.Writer) error) (digest.Digest, int64, bool, error) {
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return "", 0, false, err
+	}
+	desc := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(buf.Bytes()), Size: int64(buf.Len())}
+	exists, err := repo.Blobs().Exists(ctx, desc)
+	if err != nil || exists {
+		return desc.Digest, desc.Size, false, err
+	}
+	return desc.Digest, desc.Size, true, repo.Blobs().Push(ctx, desc, bytes.NewReader(buf.Bytes()))
+}

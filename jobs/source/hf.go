@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,7 +38,9 @@ type hfInfo struct {
 	Siblings     []struct {
 		RFilename string `json:"rfilename"`
 		Size      int64  `json:"size"`
-		LFS       *struct {
+		// BlobID is the file's git blob id (the Hub sends it with ?blobs=true).
+		BlobID string `json:"blobId"`
+		LFS    *struct {
 			SHA256 string `json:"sha256"`
 			Size   int64  `json:"size"`
 		} `json:"lfs"`
@@ -46,7 +51,24 @@ type hfFile struct {
 	name   string
 	size   int64 // -1 when unknown
 	sha256 string
+	blobID string
+	// hashed is the sha256 computed while downloading, if it was.
+	hashed string
 }
+
+// id is the file's content identity for the packer's layer keys: the LFS
+// sha256, else the git blob id; "" when the Hub gave neither.
+func (f hfFile) id() string {
+	switch {
+	case regexpSHA256.MatchString(f.sha256):
+		return "sha256:" + f.sha256
+	case regexpSHA.MatchString(f.blobID):
+		return "gitblob:" + f.blobID
+	}
+	return ""
+}
+
+var regexpSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // fetchHF resolves the revision to a commit with the Hub API, then downloads
 // the selected files at that commit, resumably and concurrently.
@@ -75,17 +97,140 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return Fetched{}, err
 	}
-	if err := hfDownloadAll(ctx, env, endpoint, s.Repo, info.SHA, root, files); err != nil {
+	out := Fetched{
+		Root: root, Revision: info.SHA, Name: path.Base(s.Repo),
+		URL: publicURL(endpoint + "/" + s.Repo), Time: info.LastModified,
+		FileIDs: map[string]string{},
+	}
+	for _, f := range files {
+		if id := f.id(); id != "" {
+			out.FileIDs[f.name] = id
+		}
+	}
+	dl := func(ctx context.Context, files []hfFile) error {
+		return hfDownloadAll(ctx, env, endpoint, s.Repo, info.SHA, root, files)
+	}
+	if env.Lazy {
+		return hfLazy(ctx, out, files, dl)
+	}
+	if err := dl(ctx, files); err != nil {
 		return Fetched{}, err
 	}
 	// The Hub keeps no modes: every file is 0644, whatever this pod's umask.
 	if err := settle(root, info.LastModified); err != nil {
 		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
 	}
-	return Fetched{
-		Root: root, Revision: info.SHA, Name: path.Base(s.Repo),
-		URL: publicURL(endpoint + "/" + s.Repo), Time: info.LastModified,
-	}, nil
+	return out, nil
+}
+
+// hfLazy lays out the files in a tree of their own next to the download
+// folder: a file downloaded by an earlier attempt is hard-linked in, any
+// other is a sparse placeholder of its size until Complete downloads it
+// and links it over. Placeholders never enter the download folder, so a
+// retry can never take one for a finished download; the tree is rebuilt
+// on every run.
+func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(context.Context, []hfFile) error) (Fetched, error) {
+	cache := f.Root
+	tree := cache + ".tree"
+	if err := os.RemoveAll(tree); err != nil {
+		return Fetched{}, err
+	}
+	pending := map[string]hfFile{}
+	var now []hfFile // unknown size: no placeholder possible
+	for _, hf := range files {
+		dst := filepath.Join(tree, filepath.FromSlash(hf.name))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return Fetched{}, err
+		}
+		src := filepath.Join(cache, filepath.FromSlash(hf.name))
+		if fi, err := os.Stat(src); err == nil && (hf.size < 0 || fi.Size() == hf.size) && os.Link(src, dst) == nil {
+			continue
+		}
+		if hf.size < 0 {
+			now = append(now, hf)
+			continue
+		}
+		if err := placeholder(dst, hf.size); err != nil {
+			return Fetched{}, err
+		}
+		pending[hf.name] = hf
+	}
+	link := func(hfs []hfFile) error {
+		for _, hf := range hfs {
+			dst := filepath.Join(tree, filepath.FromSlash(hf.name))
+			if err := os.Remove(dst); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			src := filepath.Join(cache, filepath.FromSlash(hf.name))
+			if err := os.Link(src, dst); err != nil {
+				if err := os.Rename(src, dst); err != nil {
+					return err
+				}
+			}
+			if err := os.Chmod(dst, 0o644); err != nil {
+				return err
+			}
+			t := f.Time
+			if t.IsZero() {
+				t = epoch
+			}
+			if err := os.Chtimes(dst, t, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if len(now) > 0 {
+		if err := download(ctx, now); err != nil {
+			return Fetched{}, err
+		}
+		if err := link(now); err != nil {
+			return Fetched{}, err
+		}
+	}
+	if err := settle(tree, f.Time); err != nil {
+		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+	}
+	var mu sync.Mutex
+	f.Root = tree
+	f.Complete = func(ctx context.Context, names []string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		var want []hfFile
+		for _, n := range names {
+			if hf, ok := pending[n]; ok {
+				want = append(want, hf)
+			}
+		}
+		if len(want) == 0 {
+			return nil
+		}
+		if err := download(ctx, want); err != nil {
+			return err
+		}
+		if err := link(want); err != nil {
+			return err
+		}
+		for _, hf := range want {
+			delete(pending, hf.name)
+		}
+		return nil
+	}
+	return f, nil
+}
+
+// placeholder creates a sparse file of size bytes: it takes no space and
+// gives the packer the size its tar header needs.
+func placeholder(p string, size int64) error {
+	f, err := os.Create(p)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func hfModelInfo(ctx context.Context, env Env, endpoint, repo, rev string) (*hfInfo, error) {
@@ -116,7 +261,7 @@ func hfSelect(info *hfInfo, include, exclude []string) ([]hfFile, error) {
 		if (len(include) > 0 && !matchAny(include, n)) || matchAny(exclude, n) {
 			continue
 		}
-		f := hfFile{name: c, size: -1}
+		f := hfFile{name: c, size: -1, blobID: s.BlobID}
 		if s.LFS != nil {
 			f.size, f.sha256 = s.LFS.Size, s.LFS.SHA256
 		} else if s.Size > 0 {
@@ -226,12 +371,23 @@ func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, 
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(out, &countingReader{r: resp.Body, p: p})
+	// A download from the start is hashed as it is written, so that
+	// verify need not read the file again; a resumed one is read back.
+	var h hash.Hash
+	var w io.Writer = out
+	if flags&os.O_APPEND == 0 && f.sha256 != "" {
+		h = sha256.New()
+		w = io.MultiWriter(out, h)
+	}
+	_, err = io.Copy(w, &countingReader{r: resp.Body, p: p})
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading %s: %w", f.name, err))
+	}
+	if h != nil {
+		f.hashed = hex.EncodeToString(h.Sum(nil))
 	}
 	return finish(part, final, f, nil, 0)
 }
@@ -258,16 +414,20 @@ func verify(file string, f hfFile) error {
 	if f.sha256 == "" {
 		return nil
 	}
-	r, err := os.Open(file)
-	if err != nil {
-		return err
+	got := f.hashed
+	if got == "" {
+		r, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, r); err != nil {
+			return err
+		}
+		got = hex.EncodeToString(h.Sum(nil))
 	}
-	defer r.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, r); err != nil {
-		return err
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != f.sha256 {
+	if got != f.sha256 {
 		return failure.Permanent(failure.ReasonChecksum, fmt.Errorf("%s has sha256 %s, want %s", f.name, got, f.sha256))
 	}
 	return nil

@@ -237,3 +237,91 @@ func readDir(t *testing.T, root string) map[string][]byte {
 }
 
 func asFailure(err error, fe **failure.Error) bool { return errors.As(err, fe) }
+
+// A lazy fetch downloads only what has no placeholder (files of unknown
+// size), lays out the rest as placeholders of the right size, and fetches
+// them on Complete. A placeholder is never taken for a finished download
+// by a later attempt in the same workspace.
+func TestHFLazy(t *testing.T) {
+	hub := &fakeHub{files: hubFiles()}
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+	env := hfEnv(t, srv)
+	env.Lazy = true
+	src := v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model", Exclude: []string{"onnx/*"}}}
+	want := hubFiles()
+	delete(want, "onnx/model.onnx")
+	weights := int64(len(want["model.safetensors"]))
+	var small int64
+	for _, b := range want {
+		small += int64(len(b))
+	}
+	small -= weights
+
+	got, err := Fetch(t.Context(), src, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := hub.served.Load(); n != small {
+		t.Errorf("lazy fetch downloaded %d bytes, want only the %d of files of unknown size", n, small)
+	}
+	fi, err := os.Stat(filepath.Join(got.Root, "model.safetensors"))
+	if err != nil || fi.Size() != weights {
+		t.Fatalf("placeholder: %v, %v", fi, err)
+	}
+	sum := sha256.Sum256(want["model.safetensors"])
+	if id, _ := got.FileID("model.safetensors"); id != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("file id %q", id)
+	}
+
+	// A retry (non-lazy) in the same workspace downloads the weights.
+	env.Lazy = false
+	retry, err := Fetch(t.Context(), src, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(want, readDir(t, retry.Root)); d != "" {
+		t.Errorf("retry after a lazy fetch (-want +got):\n%s", d)
+	}
+
+	// Lazy again: every file is now complete in the download folder, so
+	// nothing is fetched, and Complete has nothing to do.
+	hub.served.Store(0)
+	env.Lazy = true
+	again, err := Fetch(t.Context(), src, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Complete(t.Context(), []string{"model.safetensors"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := hub.served.Load(); n != 0 {
+		t.Errorf("downloaded %d bytes, want none", n)
+	}
+	if d := cmp.Diff(want, readDir(t, again.Root)); d != "" {
+		t.Errorf("lazy tree (-want +got):\n%s", d)
+	}
+}
+
+// Complete downloads a placeholder's file over it, with the Hub's mode.
+func TestHFLazyComplete(t *testing.T) {
+	hub := &fakeHub{files: hubFiles()}
+	srv := httptest.NewServer(hub)
+	defer srv.Close()
+	env := hfEnv(t, srv)
+	env.Lazy = true
+	got, err := Fetch(t.Context(), v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model"}}, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := got.Complete(t.Context(), []string{"model.safetensors", "config.json"}); err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(hubFiles(), readDir(t, got.Root)); d != "" {
+		t.Errorf("completed tree (-want +got):\n%s", d)
+	}
+	fi, err := os.Stat(filepath.Join(got.Root, "model.safetensors"))
+	if err != nil || fi.Mode().Perm() != 0o644 || !fi.ModTime().Equal(got.Time) {
+		t.Errorf("completed file: %v %v (time %v), want 0644 at %v", fi.Mode(), err, fi.ModTime(), got.Time)
+	}
+}

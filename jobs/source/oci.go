@@ -42,7 +42,18 @@ func CopyOCI(ctx context.Context, s v1alpha1.OCISource, pullAuthDir string, dst 
 	if tag == "" {
 		tag = ref.Reference
 	}
-	desc, err := oras.Copy(ctx, src, ref.Reference, dst, tag, oras.DefaultCopyOptions)
+	// oras.Copy already sends only the blobs dst lacks, and reads only
+	// those from src. On one registry, those are mounted rather than
+	// pulled and pushed, when the source needs no pull credentials (the
+	// push credentials then surely may read it; a refused mount would fail
+	// the copy).
+	opts := oras.DefaultCopyOptions
+	if ref.Registry == dst.Reference.Registry && o.DockerConfigDir == "" {
+		opts.MountFrom = func(context.Context, ocispec.Descriptor) ([]string, error) {
+			return []string{ref.Repository}, nil
+		}
+	}
+	desc, err := oras.Copy(ctx, src, ref.Reference, dst, tag, opts)
 	if err != nil && refusedBySource(err) {
 		// One copy talks to two registries: a refusal by the source is
 		// the pull Secret's to fix, not the push Secret's.

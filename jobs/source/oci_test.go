@@ -64,3 +64,29 @@ func TestCopyOCIRefusalNamesTheRightSide(t *testing.T) {
 	_, err = CopyOCI(t.Context(), v1alpha1.OCISource{Reference: open + "/src/model:v1", PlainHTTP: true}, t.TempDir(), lockedDst, "x")
 	assertReason(t, err, failure.ReasonRegistryAuth, true)
 }
+
+// An OCI source on the target's own registry is mounted, not pulled and
+// pushed: through a byte-counting proxy, the copy sends only its manifest,
+// and so does a re-run.
+func TestCopyOCIMountsOnOneRegistry(t *testing.T) {
+	host, count := regtest.Proxy(t, regtest.Start(t))
+	root := t.TempDir()
+	os.WriteFile(filepath.Join(root, "w.gguf"), make([]byte, 64<<10), 0o644)
+	files, _ := kitfile.Scan(root)
+	src, _ := registry.Repository(host+"/src/model", registry.Options{PlainHTTP: true})
+	pushed, _, err := push.Push(t.Context(), src, root, kitfile.Generate(files), push.Options{Tag: "v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := registry.Repository(host+"/mirror/model", registry.Options{PlainHTTP: true})
+	for range 2 {
+		count.Reset()
+		got, err := CopyOCI(t.Context(), v1alpha1.OCISource{Reference: host + "/src/model:v1", PlainHTTP: true}, t.TempDir(), dst, "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Digest != pushed.Digest || count.Uploaded() > got.Size {
+			t.Errorf("copied %s (want %s) sending %d bytes, want at most the %d-byte manifest", got.Digest, pushed.Digest, count.Uploaded(), got.Size)
+		}
+	}
+}

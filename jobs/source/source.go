@@ -34,6 +34,12 @@ type Env struct {
 	HTTP *http.Client
 	// Log receives progress lines.
 	Log io.Writer
+	// Lazy lets a source whose files have identities (Hugging Face) lay
+	// out its tree without the bytes: each file not yet downloaded is a
+	// placeholder of its size, mode and time until Fetched.Complete
+	// fetches it. The packer then fetches only the files of layers the
+	// registry lacks.
+	Lazy bool
 }
 
 // Fetched is what a source produced.
@@ -51,6 +57,21 @@ type Fetched struct {
 	// server's Last-Modified, the newest file's on a volume. Zero when
 	// unknown. It is never the time of the run, so a re-run is identical.
 	Time time.Time
+	// FileIDs names each file's content (by its path under Root) by the
+	// source's own identity: "sha256:<hex>" for a Hub LFS file,
+	// "gitblob:<sha1>" for another Hub file, "stat:…" for a volume file
+	// (size, times, inode: what a change of content must change). Files
+	// missing from it have none.
+	FileIDs map[string]string
+	// Complete, set for a Lazy fetch, downloads the named files over
+	// their placeholders. Names that are no placeholder are ignored.
+	Complete func(ctx context.Context, names []string) error
+}
+
+// FileID looks a file up in FileIDs.
+func (f Fetched) FileID(name string) (string, bool) {
+	id, ok := f.FileIDs[name]
+	return id, ok
 }
 
 // Fetch dispatches to the source kind that is set. OCI sources are not

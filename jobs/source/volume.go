@@ -18,7 +18,10 @@ import (
 // the packer streams from there. The path must stay inside the mount even
 // after resolving symlinks. The revision fingerprints the file listing
 // (names, sizes, modification times, modes), as reading every byte just to name the
-// revision would double the work.
+// revision would double the work. For the same reason each file's identity
+// (FileIDs, which lets a re-run skip layers the registry has) is its stat
+// fingerprint, not a hash: a re-run of an unchanged volume reads nothing,
+// and a first run still reads every byte once, while uploading it.
 func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 	p := path.Clean("/" + filepath.ToSlash(v.Path))
 	if strings.Contains(v.Path, "..") && p == "/" {
@@ -45,6 +48,7 @@ func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
 	}
 	h := sha256.New()
+	ids := map[string]string{}
 	var newest time.Time
 	for _, f := range files {
 		st, err := os.Stat(filepath.Join(root, filepath.FromSlash(f.Path)))
@@ -53,6 +57,9 @@ func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 		}
 		// The mode is part of the layer, so it is part of the revision.
 		fmt.Fprintf(h, "%q %d %d %o\n", f.Path, f.Size, st.ModTime().UnixNano(), st.Mode())
+		if id := statID(st); id != "" {
+			ids[f.Path] = id
+		}
 		if st.ModTime().After(newest) {
 			newest = st.ModTime()
 		}
@@ -62,5 +69,5 @@ func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 		name = path.Base(p)
 	}
 	// A volume is packed in place: modes and times are the files' own.
-	return Fetched{Root: root, Revision: fmt.Sprintf("listing:sha256:%x", h.Sum(nil)), Name: name, Time: newest}, nil
+	return Fetched{Root: root, Revision: fmt.Sprintf("listing:sha256:%x", h.Sum(nil)), Name: name, Time: newest, FileIDs: ids}, nil
 }

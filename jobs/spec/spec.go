@@ -117,6 +117,14 @@ type Artifact struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Signing, when set, signs the pushed manifest.
 	Signing *Signing `json:"signing,omitempty"`
+	// Previous are references ("repo@sha256:…") of earlier pushes whose
+	// layers this run may reuse: the resource's status.reference from its
+	// last success, and possibly other resources' of the same source.
+	// The manifest the target tag points at is always looked at; these
+	// add a pushed manifest whose tag moved on, or one in another
+	// repository of the same registry (its layers are mounted, not sent).
+	// References on another registry are ignored.
+	Previous []string `json:"previous,omitempty"`
 }
 
 // Claim is the job of `worker claim`: render the template with the values,

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"sort"
@@ -53,6 +54,10 @@ type Server struct {
 
 	mu    sync.Mutex
 	repos map[string]Repo
+	// infos caches each repository's commit and model info: hashing the
+	// files on every request would make the fixture, not the client, the
+	// cost a benchmark measures (the Hub serves these precomputed).
+	infos map[string]info
 	gate  chan struct{} // when set, file downloads wait for it to close
 	srv   *http.Server
 	ln    net.Listener
@@ -64,9 +69,9 @@ func Start(repos map[string]Repo) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String(), repos: map[string]Repo{}, ln: ln}
+	s := &Server{URL: "http://" + ln.Addr().String(), repos: map[string]Repo{}, infos: map[string]info{}, ln: ln}
 	for k, v := range repos {
-		s.repos[k] = v
+		s.Set(k, v)
 	}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
@@ -78,9 +83,11 @@ func (s *Server) Close() error { return s.srv.Close() }
 
 // Set adds or replaces a repository.
 func (s *Server) Set(name string, r Repo) {
+	inf := repoInfo(name, r)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.repos[name] = r
+	s.infos[name] = inf
 }
 
 // Hold makes file downloads block until the returned release is called, so
@@ -111,6 +118,7 @@ type lfs struct {
 type sibling struct {
 	RFilename string `json:"rfilename"`
 	Size      int64  `json:"size"`
+	BlobID    string `json:"blobId"`
 	LFS       *lfs   `json:"lfs,omitempty"`
 }
 
@@ -120,7 +128,9 @@ type info struct {
 	Siblings []sibling `json:"siblings"`
 }
 
-// ServeHTTP answers /api/models/<org>/<name>/revision/<rev> and
+// ServeHTTP answers /api/models/<org>/<name>/revision/<rev> (with each
+// file's size, blobId, and lfs sha256 and size for weights, as the Hub's
+// ?blobs=true does) and
 // /<org>/<name>/resolve/<commit>/<file>, as the Hub does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := strings.TrimPrefix(r.URL.Path, "/")
@@ -133,8 +143,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	repo, ok := s.repo(parts[0] + "/" + parts[1])
-	if !ok || parts[3] != repo.Commit() {
+	repo, inf, ok := s.repo(parts[0] + "/" + parts[1])
+	if !ok || parts[3] != inf.SHA {
 		http.NotFound(w, r)
 		return
 	}
@@ -163,15 +173,38 @@ func (s *Server) modelInfo(w http.ResponseWriter, rest string) {
 		return
 	}
 	name := parts[0] + "/" + parts[1]
-	repo, ok := s.repo(name)
-	if !ok || (parts[3] != "main" && parts[3] != repo.Commit()) {
+	_, out, ok := s.repo(name)
+	if !ok || (parts[3] != "main" && parts[3] != out.SHA) {
 		http.Error(w, "Repository not found", http.StatusNotFound)
 		return
 	}
-	out := info{ID: name, SHA: repo.Commit()}
-	for _, n := range repo.names() {
-		b := repo.Files[n]
-		sib := sibling{RFilename: n, Size: int64(len(b))}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// gitBlobID is git's object id of a blob, which the Hub reports as blobId
+// (for an LFS file, the id of its pointer; here, of the bytes: only its
+// stability matters to a client).
+func gitBlobID(b []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(b))
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (s *Server) repo(name string) (Repo, info, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.repos[name]
+	return r, s.infos[name], ok
+}
+
+// repoInfo is what the Hub's model info says of r.
+func repoInfo(name string, r Repo) info {
+	out := info{ID: name, SHA: r.Commit()}
+	for _, n := range r.names() {
+		b := r.Files[n]
+		sib := sibling{RFilename: n, Size: int64(len(b)), BlobID: gitBlobID(b)}
 		// The Hub reports a sha256 for LFS files only; large weights are LFS.
 		if strings.HasSuffix(n, ".safetensors") || strings.HasSuffix(n, ".bin") || strings.HasSuffix(n, ".gguf") {
 			sum := sha256.Sum256(b)
@@ -179,15 +212,7 @@ func (s *Server) modelInfo(w http.ResponseWriter, rest string) {
 		}
 		out.Siblings = append(out.Siblings, sib)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
-func (s *Server) repo(name string) (Repo, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.repos[name]
-	return r, ok
+	return out
 }
 
 // TinyModel is the fixture the samples point at: a few small files shaped

@@ -15,6 +15,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +171,28 @@ func writeConfig(dir, host string, o Options) (string, error) {
 // Binary returns the registry binary, building it once per process if needed.
 func Binary() (string, error) {
 	return toolcache.Path(EnvBinary, "registry.sh", 10*time.Minute)
+}
+
+// CPU is the CPU time (user and system) the registry process has used so
+// far, from /proc (Linux); benchmarks compare it before and after a push to
+// see what the registry's own ingest costs.
+func (r *Registry) CPU() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cmd == nil {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th, in clock ticks (100 a second on Linux).
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }

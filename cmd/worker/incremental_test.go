@@ -1,0 +1,344 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/gitserver"
+	"github.com/packline/packline/test/hfserver"
+	"github.com/packline/packline/test/regtest"
+)
+
+// hubProxy stands in front of the Hub fixture and counts the bytes of
+// file downloads (resolve/…), the ones a re-import must not repeat; model
+// info is metadata and not counted.
+func hubProxy(t testing.TB, hubURL string) (string, *atomic.Int64) {
+	t.Helper()
+	u, _ := url.Parse(hubURL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/resolve/") {
+			w = &countingWriter{ResponseWriter: w, n: &n}
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, &n
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// shard is distinct, incompressible-enough content of n bytes.
+func shard(seed byte, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed) + 1
+	for i := range b {
+		x = x*1664525 + 1013904223
+		b[i] = byte(x >> 24)
+	}
+	return b
+}
+
+// Re-imports of a Hugging Face model, each in a fresh workspace, with the
+// registry and the Hub behind byte-counting proxies: an unchanged re-run
+// and an edited tag fetch and send no file; a new commit that changes one
+// shard fetches and sends that shard only, and gives the digest a run from
+// scratch gives; a second repository on the same registry mounts every
+// layer from the first.
+func TestIncrementalHuggingFace(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	const size = 256 << 10
+	files := map[string][]byte{
+		"model-00001-of-00003.safetensors": shard(1, size),
+		"model-00002-of-00003.safetensors": shard(2, size),
+		"model-00003-of-00003.safetensors": shard(3, size),
+		"config.json":                      []byte(`{"model_type":"inc"}`),
+		"tokenizer.json":                   []byte(`{"version":"1.0"}`),
+		"README.md":                        []byte("# inc\n"),
+	}
+	var total int64
+	for _, b := range files {
+		total += int64(len(b))
+	}
+	hub, err := hfserver.Start(map[string]hfserver.Repo{"org/model": {Files: files}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	hubURL, down := hubProxy(t, hub.URL)
+
+	job := func(repo, tag string, previous ...string) spec.Artifact {
+		return spec.Artifact{
+			Source:   v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model", Endpoint: hubURL}},
+			Format:   v1alpha1.FormatModelKit,
+			Target:   spec.Target{Repository: reg + "/" + repo, Tag: tag, PlainHTTP: true},
+			Previous: previous,
+		}
+	}
+	runCounted := func(t *testing.T, a spec.Artifact) (res resultT, downloaded, uploaded int64) {
+		t.Helper()
+		down.Store(0)
+		up.Reset()
+		code, r := runWorker(t, a)
+		if code != 0 || r.Failed() {
+			t.Fatalf("exit %d, error %+v", code, r.Error)
+		}
+		return resultT{Digest: r.Digest, Reference: r.Reference, Size: r.Size}, down.Load(), up.Uploaded()
+	}
+
+	first, d, u := runCounted(t, job("inc/model", "v1"))
+	if d != total || u < total {
+		t.Fatalf("first run downloaded %d and uploaded %d bytes, want %d and at least that", d, total, total)
+	}
+
+	t.Run("unchanged", func(t *testing.T) {
+		res, d, u := runCounted(t, job("inc/model", "v1"))
+		if res.Digest != first.Digest {
+			t.Errorf("digest %s, want %s", res.Digest, first.Digest)
+		}
+		// Not even the manifest: the tag already points at it.
+		if d != 0 || u != 0 {
+			t.Errorf("downloaded %d and uploaded %d bytes, want none", d, u)
+		}
+	})
+
+	t.Run("edited tag, from the last reference", func(t *testing.T) {
+		res, d, u := runCounted(t, job("inc/model", "v2", first.Reference))
+		if res.Digest != first.Digest || d != 0 || u > res.Size {
+			t.Errorf("digest %s (want %s), downloaded %d, uploaded %d bytes (want 0, ≤%d)", res.Digest, first.Digest, d, u, res.Size)
+		}
+	})
+
+	t.Run("a layer deleted from the registry is fetched and sent again", func(t *testing.T) {
+		repo, _ := registry.Repository(reg+"/inc/model", registry.Options{PlainHTTP: true})
+		b, err := content.FetchAll(t.Context(), repo, ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest,
+			Digest: digest.Digest(first.Digest), Size: first.Size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m ocispec.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		gone := m.Layers[0]
+		if err := repo.Blobs().Delete(t.Context(), gone); err != nil {
+			t.Fatal(err)
+		}
+		res, d, u := runCounted(t, job("inc/model", "v1"))
+		if res.Digest != first.Digest {
+			t.Errorf("digest %s, want %s", res.Digest, first.Digest)
+		}
+		if d == 0 || d > size || u < gone.Size || u > gone.Size+8<<10 {
+			t.Errorf("downloaded %d and uploaded %d bytes, want that layer's file (≤%d) and the %d-byte layer", d, u, size, gone.Size)
+		}
+		if ok, err := repo.Blobs().Exists(t.Context(), gone); err != nil || !ok {
+			t.Errorf("layer %s not back (%v)", gone.Digest, err)
+		}
+	})
+
+	changed := maps.Clone(files)
+	changed["model-00002-of-00003.safetensors"] = shard(42, size)
+	hub.Set("org/model", hfserver.Repo{Files: changed})
+	var updated resultT
+
+	t.Run("one shard changed", func(t *testing.T) {
+		res, d, u := runCounted(t, job("inc/model", "v1"))
+		updated = res
+		if res.Digest == first.Digest {
+			t.Fatal("a new shard gave the same digest")
+		}
+		if d != size {
+			t.Errorf("downloaded %d bytes, want the changed shard's %d", d, size)
+		}
+		// The shard's layer (its tar: header, bytes, trailer), the config
+		// and the manifest; nothing of the other shards.
+		if u < size || u > size+16<<10 {
+			t.Errorf("uploaded %d bytes, want the one shard's layer (%d bytes and a few KiB)", u, size)
+		}
+		scratch, _, _ := runCounted(t, job("inc/scratch", "v1"))
+		if scratch.Digest != res.Digest {
+			t.Errorf("incremental push %s differs from a push from scratch %s", res.Digest, scratch.Digest)
+		}
+	})
+
+	t.Run("cross-repository mount", func(t *testing.T) {
+		if updated.Reference == "" {
+			t.Skip("needs the previous subtest")
+		}
+		res, d, u := runCounted(t, job("inc/mirror", "v1", updated.Reference))
+		if res.Digest != updated.Digest {
+			t.Errorf("digest %s, want %s", res.Digest, updated.Digest)
+		}
+		// Config and manifest only: every layer was mounted.
+		if d != 0 || u > 8<<10 {
+			t.Errorf("downloaded %d and uploaded %d bytes, want 0 and only config and manifest", d, u)
+		}
+		repo, _ := registry.Repository(reg+"/inc/mirror", registry.Options{PlainHTTP: true})
+		desc, err := repo.Resolve(t.Context(), "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := content.FetchAll(t.Context(), repo, desc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m ocispec.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range m.Layers {
+			if ok, err := repo.Blobs().Exists(t.Context(), l); err != nil || !ok {
+				t.Errorf("layer %s is not in the mirror repository (%v)", l.Digest, err)
+			}
+		}
+	})
+}
+
+type resultT struct {
+	Digest, Reference string
+	Size              int64
+}
+
+// A volume has no identity of its own: its files' stat fingerprints stand
+// in. Re-run in a fresh workspace, an unchanged volume sends no layer; one
+// rewritten file sends its layer only.
+func TestIncrementalVolume(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	vol := t.TempDir()
+	const size = 128 << 10
+	for name, b := range map[string][]byte{
+		"m/a.safetensors": shard(1, size), "m/b.safetensors": shard(2, size), "m/config.json": []byte("{}"),
+	} {
+		p := filepath.Join(vol, filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(EnvSourceVolumeDir, vol)
+	a := spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
+		Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: reg + "/vol/model", Tag: "v1", PlainHTTP: true}}
+	run := func(t *testing.T) (string, int64, int64) {
+		t.Helper()
+		up.Reset()
+		code, res := runWorker(t, a)
+		if code != 0 || res.Failed() {
+			t.Fatalf("exit %d, error %+v", code, res.Error)
+		}
+		return res.Digest, res.Size, up.Uploaded()
+	}
+	first, _, u := run(t)
+	if u < 2*size {
+		t.Fatalf("first run uploaded %d bytes", u)
+	}
+	again, _, u := run(t)
+	if again != first || u != 0 {
+		t.Errorf("unchanged volume: digest %s (want %s), uploaded %d bytes (want none)", again, first, u)
+	}
+	if err := os.WriteFile(filepath.Join(vol, "m", "b.safetensors"), shard(9, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third, _, u := run(t)
+	if third == first || u < size || u > size+16<<10 {
+		t.Errorf("one file rewritten: digest %s (first %s), uploaded %d bytes, want its layer (%d bytes and a few KiB)", third, first, u, size)
+	}
+}
+
+// Sources that name their revision before any fetch: a Git ref resolved
+// with ls-remote (a branch, or an annotated tag peeled to its commit) and
+// an HTTP file with a stated sha256. Re-run in a fresh workspace, the
+// earlier manifest is re-used whole: no pack is fetched from the Git
+// server, no file downloaded, nothing uploaded.
+func TestIncrementalRevisionKnownUpFront(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	var fetched atomic.Int64
+	git := gitserver.Serve(t, gitserver.Repo{Name: "models", Commits: []gitserver.Commit{{
+		Files:         map[string]string{"model.safetensors": strings.Repeat("w", 64<<10), "config.json": "{}"},
+		AnnotatedTags: []string{"v1"},
+	}}}, gitserver.Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+				w = &countingWriter{ResponseWriter: w, n: &fetched}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	body := shard(7, 64<<10)
+	sum := sha256.Sum256(body)
+	file := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetched.Add(int64(len(body)))
+		w.Write(body)
+	}))
+	defer file.Close()
+
+	for _, tc := range []struct {
+		name string
+		src  v1alpha1.ArtifactSource
+	}{
+		{"git branch", v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: "main"}}},
+		{"git annotated tag", v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: "v1"}}},
+		{"http sha256", v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: file.URL + "/model.gguf", SHA256: hex.EncodeToString(sum[:])}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
+			a := spec.Artifact{Source: tc.src, Format: v1alpha1.FormatModelKit,
+				Target: spec.Target{Repository: reg + "/known/" + strings.ReplaceAll(tc.name, " ", "-"), Tag: "v1", PlainHTTP: true}}
+			fetched.Store(0)
+			code, first := runWorker(t, a)
+			if code != 0 || first.Failed() || fetched.Load() == 0 {
+				t.Fatalf("first run: exit %d, %+v, fetched %d bytes", code, first.Error, fetched.Load())
+			}
+			for _, tag := range []string{"v1", "v2"} {
+				a.Target.Tag = tag
+				fetched.Store(0)
+				up.Reset()
+				code, res := runWorker(t, withPrevious(a, first.Reference))
+				if code != 0 || res.Failed() {
+					t.Fatalf("re-run as %s: exit %d, %+v", tag, code, res.Error)
+				}
+				if res.Digest != first.Digest || res.SourceRevision != first.SourceRevision {
+					t.Errorf("re-run as %s: %s at %s, want %s at %s", tag, res.Digest, res.SourceRevision, first.Digest, first.SourceRevision)
+				}
+				// v1 is already tagged; v2 sends the manifest only.
+				if fetched.Load() != 0 || up.Uploaded() > res.Size {
+					t.Errorf("re-run as %s fetched %d and uploaded %d bytes, want 0 and at most the %d-byte manifest", tag, fetched.Load(), up.Uploaded(), res.Size)
+				}
+			}
+		})
+	}
+}
+
+func withPrevious(a spec.Artifact, refs ...string) spec.Artifact {
+	a.Previous = refs
+	return a
+}
