@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -119,4 +120,39 @@ func TestMultiKueueContract(t *testing.T) {
 	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), j)).To(Succeed())
 	g.Expect(j.Generation).To(Equal(job.Generation), "the controller edited the Job spec")
 	g.Expect(j.Spec.ManagedBy).To(HaveValue(Equal(multiKueue)))
+	// The workspace travels with the pod (the PVC exists only here), and
+	// none is made here.
+	g.Expect(j.Spec.Template.Spec.Volumes[0].Ephemeral).NotTo(BeNil(), "a dispatched Job must not mount this cluster's workspace PVC")
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pipeline.WorkspaceName(key.Name)},
+		&corev1.PersistentVolumeClaim{})).NotTo(Succeed())
+
+	// The worker cluster's run completes; no pod is seen here. A local Job
+	// (no queue, not dispatched) reads the result from the registry, and
+	// its result is the run's.
+	eventually(t, func(g Gomega) {
+		cur := &batchv1.Job{}
+		g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(job), cur)).To(Succeed())
+		cur.Status = MakeJob("", "").Complete().Status
+		g.Expect(env.Client.Status().Update(context.Background(), cur)).To(Succeed())
+	})
+	var resolve *batchv1.Job
+	eventually(t, func(g Gomega) {
+		resolve = nil
+		for _, j := range jobsOf(g, ns, key.Name) {
+			if strings.HasPrefix(j.Labels[pipeline.LabelInputs], "r") {
+				resolve = &j
+			}
+		}
+		g.Expect(resolve).NotTo(BeNil(), "no Job reads the dispatched result")
+		g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+	})
+	g.Expect(resolve.Spec.ManagedBy).To(BeNil())
+	g.Expect(resolve.Labels).NotTo(HaveKey(pipeline.QueueLabel))
+	g.Expect(resolve.Spec.Template.Spec.Containers[0].Args).To(Equal([]string{"resolve"}))
+	runJob(t, resolve, 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		a := getArtifact(g, key)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+		g.Expect(a.Status.Digest).To(Equal(digest))
+	})
 }

@@ -123,6 +123,11 @@ type JobParams struct {
 	// EphemeralWorkspace uses an emptyDir instead of the workspace PVC,
 	// for Jobs (cleanup) that may run after the PVC was freed.
 	EphemeralWorkspace bool
+	// DispatchedWorkspace, for a Job another cluster runs (ManagedBy), puts
+	// the workspace in a generic ephemeral volume of this size and class,
+	// created with the pod wherever it runs: the workspace PVC exists only
+	// on this cluster.
+	DispatchedWorkspace *WorkspaceParams
 
 	Timeout          time.Duration
 	TTLAfterFinished time.Duration
@@ -190,6 +195,11 @@ func BuildJob(p JobParams) *batchv1.Job {
 	}
 	if p.EphemeralWorkspace {
 		workspace = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+	}
+	if d := p.DispatchedWorkspace; d != nil && managedByOf(p) != nil {
+		workspace = corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: BuildWorkspace(*d).Spec},
+		}}
 	}
 	volumes := append([]corev1.Volume{
 		{Name: "workspace", VolumeSource: workspace},

@@ -40,6 +40,8 @@ type scope struct {
 	job *batchv1.Job
 	// verifyJob is the newest periodic verification Job of the run.
 	verifyJob *batchv1.Job
+	// resolveJobs read dispatched attempts' results from the registry.
+	resolveJobs []*batchv1.Job
 	// workspace delivers the result of a workspace create that runs
 	// alongside the Job's (see startWorkspace); finish waits for it.
 	workspace <-chan error
@@ -121,6 +123,14 @@ func (p *Pipeline) loadJobs(ctx context.Context, s *scope) (ctrl.Result, error) 
 	for i := range list.Items {
 		j := &list.Items[i]
 		if !s.ours(j) {
+			continue
+		}
+		if isResolveJob(j) {
+			if s.blocked == nil && j.Labels[LabelInputs] == resolveInputs(s.work.InputsHash) && j.Labels[LabelGeneration] == gen {
+				s.resolveJobs = append(s.resolveJobs, j)
+			} else {
+				s.stale = append(s.stale, *j)
+			}
 			continue
 		}
 		if isVerifyJob(j) && s.blocked == nil && j.Labels[LabelInputs] == verifyInputs(s.status.InputsHash) && j.Labels[LabelGeneration] == gen {
@@ -211,7 +221,8 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, nil
 	}
 	params := workspaceParams(s)
-	if p.workspaceCached(ctx, s) {
+	if p.dispatched(s) || p.workspaceCached(ctx, s) {
+		// A dispatched Job brings its own workspace (DispatchedWorkspace).
 		return ctrl.Result{}, nil
 	}
 	if !s.remote() {
@@ -374,8 +385,9 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName, ManagedBy: p.Config.JobManagedBy,
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
-		WorkspaceSize: workspaceSize(workspaceParams(s)),
-		Pushed:        pushedEarlier(s.status),
+		WorkspaceSize:       workspaceSize(workspaceParams(s)),
+		Pushed:              pushedEarlier(s.status),
+		DispatchedWorkspace: ptr.To(workspaceParams(s)),
 	})
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
@@ -412,6 +424,12 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
 	o := Observe(s.job, pods.Items)
+	if o.Reason == ReasonResultNotMirrored {
+		var err error
+		if o, err = p.resultFromRegistry(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	return p.apply(s, o), nil
 }
 

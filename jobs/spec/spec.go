@@ -175,6 +175,13 @@ func Decode(b []byte, v any) error {
 	return nil
 }
 
+// Resolve is the document of `worker resolve`: what does the target tag
+// name now? It reads back the result of a run that pushed on another
+// cluster, whose pod's termination message never reaches this one.
+type Resolve struct {
+	Target Target `json:"target"`
+}
+
 // Verify is the document of `worker verify`: does the tag still resolve
 // to the pushed digest, and is the digest still there?
 type Verify struct {

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
+
+	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/spec"
+)
+
+// ReasonResultUnavailable: a dispatched run completed, but its tag names
+// nothing in the registry.
+const ReasonResultUnavailable = "ResultUnavailable"
+
+func init() { commands["resolve"] = runResolve }
+
+// runResolve reports what the target tag names, as the run that pushed it
+// would have: digest, reference, media and artifact type, size, and the
+// source revision from the manifest's annotation.
+func runResolve(ctx context.Context) result.Result {
+	var r spec.Resolve
+	if err := spec.Load(&r); err != nil {
+		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	}
+	res, err := resolveTag(ctx, r.Target)
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	return res
+}
+
+func resolveTag(ctx context.Context, t spec.Target) (result.Result, error) {
+	tag := t.Tag
+	if tag == "" {
+		tag = "latest"
+	}
+	repo, err := registry.Repository(t.Repository, registry.TargetOptions(t))
+	if err != nil {
+		return result.Result{}, err
+	}
+	desc, rc, err := repo.FetchReference(ctx, tag)
+	switch {
+	case errors.Is(err, errdef.ErrNotFound):
+		return result.Result{}, failure.Permanent(ReasonResultUnavailable,
+			fmt.Errorf("the run completed on a worker cluster, but tag %s of %s names nothing", tag, t.Repository))
+	case err != nil:
+		return result.Result{}, failure.Registry(err)
+	}
+	raw, err := content.ReadAll(rc, desc)
+	rc.Close()
+	if err != nil {
+		return result.Result{}, failure.Registry(err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return result.Result{}, failure.Permanent(ReasonResultUnavailable, fmt.Errorf("tag %s of %s is not an image manifest: %v", tag, t.Repository, err))
+	}
+	artifactType := m.ArtifactType
+	if artifactType == "" {
+		artifactType = m.Config.MediaType
+	}
+	return result.Result{
+		Digest: desc.Digest.String(), Reference: t.Repository + "@" + desc.Digest.String(),
+		MediaType: desc.MediaType, ArtifactType: artifactType, Size: desc.Size, Tag: tag,
+		SourceRevision: revisionOf(m.Annotations[ocispec.AnnotationRevision]),
+	}, nil
+}
+
+// revisionOf turns the OCI revision annotation back into a status
+// sourceRevision: a Claim's "main@sha1:<commit>" is the commit.
+func revisionOf(annotation string) string {
+	if _, commit, ok := strings.Cut(annotation, "@sha1:"); ok {
+		return commit
+	}
+	return strings.TrimPrefix(annotation, "sha1:")
+}

@@ -1,0 +1,93 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/jobs/spec"
+)
+
+// ReasonReadingResult: a dispatched attempt completed and its result is
+// being read from the registry.
+const ReasonReadingResult = "ReadingResult"
+
+// resolveInputs labels the Jobs that read a dispatched run's result. Run
+// hashes are hex, so the "r" never collides with a run's Job.
+func resolveInputs(run string) string { return "r" + short(run, 15) }
+
+func isResolveJob(j *batchv1.Job) bool { return strings.HasPrefix(j.Labels[LabelInputs], "r") }
+
+// dispatched reports whether this run's Jobs are handed to another
+// cluster (--job-managed-by on a queued run).
+func (p *Pipeline) dispatched(s *scope) bool {
+	return p.Config.JobManagedBy != "" && s.obj.GetPipelineSpec().QueueName != ""
+}
+
+// resultFromRegistry stands in for the termination message of an attempt
+// that ran on another cluster (MultiKueue mirrors the Job's status, not its
+// pods): a small Job on this cluster, with the run's own credentials, reads
+// the pushed manifest the target tag now names, and its result becomes the
+// attempt's. Someone pushing the same tag between the two would be read
+// instead; the manifest's revision annotation is reported with it.
+func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observation, error) {
+	attempt := attemptOf(s.job)
+	for _, j := range s.resolveJobs {
+		if attemptOf(j) != attempt {
+			continue
+		}
+		var pods corev1.PodList
+		if err := p.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{batchv1.JobNameLabel: j.Name}); err != nil {
+			return Observation{}, err
+		}
+		o := Observe(j, pods.Items)
+		switch o.State {
+		case StateSucceeded, StateFailed:
+			return o, nil
+		}
+		return Observation{State: StateRunning, Reason: ReasonReadingResult,
+			Message: fmt.Sprintf("the attempt ran on a worker cluster; Job %s reads its result from the registry: %s", j.Name, o.Message)}, nil
+	}
+	target, ok := workTarget(s.work.Spec)
+	if !ok {
+		return Observation{State: StateFailed, Reason: ReasonResultNotMirrored, Permanent: true,
+			Message: "the attempt ran on a worker cluster, and this kind's result cannot be read back from the registry"}, nil
+	}
+	doc, err := spec.Encode(spec.Resolve{Target: target})
+	if err != nil {
+		return Observation{}, err
+	}
+	job := BuildJob(JobParams{
+		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: int32(attempt),
+		InputsHash: resolveInputs(s.work.InputsHash),
+		Image:      p.Config.WorkerImage, Command: "resolve", SpecJSON: doc,
+		// The run's own credentials; no queue, so it runs here.
+		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts, EphemeralWorkspace: true,
+		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
+		ServiceAccountName: p.Config.WorkerServiceAccount,
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.obj.GetPipelineSpec().Resources)),
+		TmpSize:            p.Config.WorkerTmpSize,
+	})
+	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
+		return Observation{}, &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)}
+	}
+	return Observation{State: StateRunning, Reason: ReasonReadingResult,
+		Message: "the attempt ran on a worker cluster; Job " + job.Name + " reads its result from the registry"}, nil
+}
+
+// workTarget is the push target of a run's worker document.
+func workTarget(doc any) (spec.Target, bool) {
+	switch d := doc.(type) {
+	case spec.Artifact:
+		return d.Target, true
+	case spec.Claim:
+		return d.Target, true
+	}
+	return spec.Target{}, false
+}
