@@ -5,9 +5,11 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,9 +46,72 @@ func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, a); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return r.Pipeline.Reconcile(ctx, a, func(context.Context) (pipeline.Work, error) {
-		return ArtifactWork(a)
+	return r.Pipeline.Reconcile(ctx, a, func(ctx context.Context) (pipeline.Work, error) {
+		work, err := ArtifactWork(a)
+		if err != nil {
+			return work, err
+		}
+		doc := work.Spec.(spec.Artifact)
+		mirrors, err := r.mirrorsOf(ctx, a)
+		if err != nil {
+			return work, err
+		}
+		doc.Previous = append(doc.Previous, mirrors...)
+		work.Spec = doc
+		return work, nil
 	})
+}
+
+// maxMirrors bounds how many other Artifacts' pushes a run looks at.
+const maxMirrors = 4
+
+// mirrorIndex indexes pushed Artifacts by their source, so that finding
+// another Artifact's push of the same source costs a map lookup, not a
+// walk over the namespace: only Artifacts with a reference are indexed.
+const mirrorIndex = "packline.dev/pushed-source"
+
+func sourceKey(src v1alpha1.ArtifactSource) string {
+	b, _ := json.Marshal(src)
+	return pipeline.InputsHash(b)
+}
+
+func indexPushedSource(o client.Object) []string {
+	a := o.(*v1alpha1.Artifact)
+	if a.Status.Reference == "" {
+		return nil
+	}
+	return []string{sourceKey(a.Spec.Source)}
+}
+
+// mirrorsOf are the pushed references of other Artifacts in a's namespace
+// with the same source: a second Artifact mirroring a model then re-uses
+// the first one's layers (mounted across repositories) instead of fetching
+// and uploading them again. Only the same namespace: the worker trusts the
+// layer keys recorded in those manifests, and a namespace is one tenant.
+// The maxMirrors smallest names are taken, so the choice is stable.
+func (r *ArtifactReconciler) mirrorsOf(ctx context.Context, a *v1alpha1.Artifact) ([]string, error) {
+	var list v1alpha1.ArtifactList
+	if err := r.Client.List(ctx, &list, client.InNamespace(a.Namespace),
+		client.MatchingFields{mirrorIndex: sourceKey(a.Spec.Source)}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var picked []*v1alpha1.Artifact
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == a.Name || o.Status.Reference == "" || !equality.Semantic.DeepEqual(o.Spec.Source, a.Spec.Source) {
+			continue
+		}
+		picked = append(picked, o)
+		sort.Slice(picked, func(i, j int) bool { return picked[i].Name < picked[j].Name })
+		if len(picked) > maxMirrors {
+			picked = picked[:maxMirrors]
+		}
+	}
+	out := make([]string, 0, len(picked))
+	for _, o := range picked {
+		out = append(out, o.Status.Reference)
+	}
+	return out, nil
 }
 
 // ArtifactWork is the worker's job for an Artifact. It is pure: every
@@ -102,6 +167,9 @@ func previousPush(a *v1alpha1.Artifact) []string {
 // SetupWithManager watches Artifacts, their Jobs, and the Jobs' pods (pod
 // status carries the result and the reasons a pod is stuck).
 func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Artifact{}, mirrorIndex, indexPushedSource); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Artifact{}, builder.WithPredicates(specOrAnnotationChanged)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).

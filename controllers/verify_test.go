@@ -118,3 +118,21 @@ func artifactDoc(t *testing.T, job *batchv1.Job) spec.Artifact {
 	}
 	return doc
 }
+
+// TestMirrorNamesTheFirstPush: a second Artifact of the same source in the
+// namespace is handed the first one's pushed reference, so its worker
+// mounts those layers instead of fetching and uploading them again.
+func TestMirrorNamesTheFirstPush(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	create(t, wrappers.MakeArtifact("first", ns).Obj())
+	runJob(t, waitJob(t, ns, "first", 1, 1), 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		g.Expect(getArtifact(g, client.ObjectKey{Namespace: ns, Name: "first"}).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
+	})
+	create(t, wrappers.MakeArtifact("mirror", ns).Repository("registry.example.com/mirror/tiny").Obj())
+	create(t, wrappers.MakeArtifact("other", ns).HF("acme/other").Obj())
+	g := NewWithT(t)
+	g.Expect(artifactDoc(t, waitJob(t, ns, "mirror", 1, 1)).Previous).To(Equal([]string{"registry.example.com/acme/tiny@" + digest}))
+	g.Expect(artifactDoc(t, waitJob(t, ns, "other", 1, 1)).Previous).To(BeEmpty(), "another source's push is not a mirror")
+}
