@@ -83,11 +83,27 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 	if job.Spec.Suspend != nil && *job.Spec.Suspend {
 		return Observation{State: StateQueued, Reason: ReasonQueued, Message: "Job is suspended, waiting for admission by its queue"}
 	}
+	if o, ok := podSucceeded(pod, term); ok {
+		return o
+	}
 	if len(pods) == 0 && dispatched(job) && job.Status.Active > 0 {
 		return Observation{State: StateRunning, Reason: ReasonRunning,
 			Message: fmt.Sprintf("running on a worker cluster (spec.managedBy %s)", *job.Spec.ManagedBy)}
 	}
 	return observeActive(pods)
+}
+
+// podSucceeded reads a worker pod that succeeded with a valid success
+// result before its Job says Complete: the Job controller records pod
+// completions in batches (about a second), and the pod's own verdict is
+// the run's (backoffLimit 0, one completion). Anything less than a valid
+// success waits for the Job's condition, as before.
+func podSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) (Observation, bool) {
+	if pod == nil || term == nil || term.ExitCode != 0 || pod.Status.Phase != corev1.PodSucceeded {
+		return Observation{}, false
+	}
+	o := observeSucceeded(pod, term)
+	return o, o.State == StateSucceeded
 }
 
 // dispatched reports a Job that another controller runs elsewhere

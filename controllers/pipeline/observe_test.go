@@ -17,6 +17,8 @@ import (
 
 const digest = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
+const retryableMsg = `{"error":{"reason":"RegistryUnavailable","message":"503","permanent":false}}`
+
 var okResult = fmt.Sprintf(`{"digest":%q,"reference":"r.example.com/m@%s","sourceRevision":"abc"}`, digest, digest)
 
 func TestObserve(t *testing.T) {
@@ -43,7 +45,12 @@ func TestObserve(t *testing.T) {
 			Observation{State: StatePending, Reason: ReasonUnschedulable}},
 		{"running", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Running().Obj()},
 			Observation{State: StateRunning, Reason: ReasonRunning}},
-		{"pod done, Job not yet updated", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
+		{"pod succeeded, Job not yet updated: the pod's result counts", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
+			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
+				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
+		{"pod succeeded without a valid result, Job not yet updated: wait for the Job", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(0, "garbage").Obj()},
+			Observation{State: StateRunning, Reason: ReasonRunning}},
+		{"pod failed, Job not yet updated: wait for the Job", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(1, retryableMsg).Obj()},
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"succeeded with result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
 			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
