@@ -49,10 +49,13 @@ func TestArtifactReadyWithPullableDigest(t *testing.T) {
 	g.Expect(pulled.Manifest.Digest.String()).To(Equal(st.Digest))
 	g.Expect(pulled.Blobs).To(BeNumerically(">=", 3), "manifest, config and at least one layer")
 
-	// The real Job controller, not a test, completed the Job.
-	jobs := ownedJobs(g, ns, a.Name)
-	g.Expect(jobs).To(HaveLen(1))
-	g.Expect(jobComplete(&jobs[0])).To(BeTrue(), "job conditions %+v", jobs[0].Status.Conditions)
+	// The real Job controller, not a test, completes the Job (the run is
+	// Ready as soon as its pod succeeded; the Job's record follows).
+	waitFor(t, func(g Gomega) {
+		jobs := ownedJobs(g, ns, a.Name)
+		g.Expect(jobs).To(HaveLen(1))
+		g.Expect(jobComplete(&jobs[0])).To(BeTrue(), "job conditions %+v", jobs[0].Status.Conditions)
+	}).Should(Succeed())
 }
 
 func TestSpecEditMakesNewDigestAndRemovesOldJob(t *testing.T) {
