@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -225,15 +226,10 @@ func TestExternalCertsServeOnceFilesAppear(t *testing.T) {
 	req := httptest.NewRequest("GET", "/readyz", nil)
 	// Not ready, and nothing registered, for as long as the folder is empty
 	// (several of the waiter's one-second polls).
-	for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); {
-		if err := readyz(req); err == nil {
-			t.Fatal("ready without certificate files")
-		}
-		if registered.Load() != 0 {
-			t.Fatal("handlers registered without certificate files")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(readyz(req)).NotTo(Succeed(), "ready without certificate files")
+		g.Expect(registered.Load()).To(BeZero(), "handlers registered without certificate files")
+	}).WithTimeout(2500 * time.Millisecond).WithPolling(100 * time.Millisecond).Should(Succeed())
 	certPEM, keyPEM := selfSigned(t, "packline-webhook-service.packline-system.svc")
 	writeFiles(t, o.CertDir, map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM})
 	eventually(t, 30*time.Second, "ready once the files appear", func() error { return readyz(req) })
@@ -480,17 +476,7 @@ func startManager(t *testing.T, mgr ctrl.Manager) {
 
 func eventually(t *testing.T, timeout time.Duration, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s: %v", what, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	NewWithT(t).Eventually(check).WithTimeout(timeout).WithPolling(100*time.Millisecond).Should(Succeed(), what)
 }
 
 func freePort(t *testing.T) int {

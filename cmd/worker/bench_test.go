@@ -5,13 +5,13 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
 )
@@ -24,14 +24,7 @@ import (
 // that changes one shard (that shard only). Bytes are counted by proxies
 // in front of the Hub and the registry.
 func BenchmarkReimport(b *testing.B) {
-	total := int64(512 << 20)
-	if s := os.Getenv("PACKLINE_BENCH_BYTES"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total = n
-	}
+	total := benchenv.Bytes(b, 512<<20)
 	per := int(total / 4)
 	files := map[string][]byte{"config.json": []byte(`{"model_type":"bench"}`)}
 	for i := range 4 {

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/spec"
+	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -34,14 +34,7 @@ import (
 // 1 GiB, the push benchmark's size). Target: at most 5% for 1 GiB. Run
 // with -benchtime=1x; each iteration pushes to fresh repositories.
 func BenchmarkSigningOverhead(b *testing.B) {
-	large := int64(1 << 30)
-	if s := os.Getenv("PACKLINE_BENCH_BYTES"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		large = n
-	}
+	large := benchenv.Bytes(b, 1<<30)
 	host := regtest.Start(b)
 	keyDirBench(b)
 	b.Setenv(spec.EnvWorkerImage, "ghcr.io/packline/worker:bench")

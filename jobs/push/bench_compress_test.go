@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/packline/packline/jobs/format"
 	"github.com/packline/packline/jobs/pack"
 	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -34,14 +34,7 @@ import (
 // Size: PACKLINE_BENCH_BYTES (default 1 GiB) in 8 incompressible shards,
 // as weights are. Run with -benchtime=1x.
 func BenchmarkCompression(b *testing.B) {
-	total := int64(1 << 30)
-	if s := os.Getenv("PACKLINE_BENCH_BYTES"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total = n
-	}
+	total := benchenv.Bytes(b, 1<<30)
 	root := b.TempDir()
 	genModel(b, root, total, 8)
 	host := regtest.Start(b)

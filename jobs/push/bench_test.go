@@ -31,6 +31,7 @@ import (
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/pack"
 	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -50,14 +51,7 @@ import (
 // Size: PACKLINE_BENCH_BYTES (default 1 GiB) in 8 files. Run with
 // -benchtime=1x; every approach pushes to its own fresh repository.
 func BenchmarkPush(b *testing.B) {
-	total := int64(1 << 30)
-	if s := os.Getenv("PACKLINE_BENCH_BYTES"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			b.Fatal(err)
-		}
-		total = n
-	}
+	total := benchenv.Bytes(b, 1<<30)
 	root := b.TempDir()
 	genModel(b, root, total, 8)
 	host := regtest.Start(b)

@@ -121,7 +121,7 @@ func killRepeatedly(t *testing.T, rng *rand.Rand, release func()) (kills int, la
 	up := time.Now()
 	next := start.Add(randomGap(rng))
 	for next.Before(start.Add(chaosDuration)) {
-		time.Sleep(time.Until(next))
+		<-time.After(time.Until(next)) // the schedule: kill at next
 		if time.Since(start) >= chaosHold {
 			release()
 		}
