@@ -59,7 +59,8 @@ func (k *TemplateChecker) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate
 	cond := func(status metav1.ConditionStatus, reason, msg string) metav1.Condition {
 		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: tpl.Generation}
 	}
-	if c := tpl.Status.Check; c != nil && c.ObservedGeneration == tpl.Generation && c.InputsHash == checkHash(tpl) {
+	hash := checkHash(tpl)
+	if c := tpl.Status.Check; c != nil && c.ObservedGeneration == tpl.Generation && c.InputsHash == hash {
 		return cond(metav1.ConditionTrue, "Valid", checkedMessage(c)), ctrl.Result{}, nil
 	}
 	doc, err := checkSpec(tpl, k.Config.TemplateNamespace)
@@ -70,7 +71,6 @@ func (k *TemplateChecker) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate
 	if err != nil {
 		return metav1.Condition{}, ctrl.Result{}, err
 	}
-	hash := checkHash(tpl)
 	attempt, job := int32(0), (*batchv1.Job)(nil)
 	for i := range jobs {
 		j := &jobs[i]
