@@ -1,8 +1,10 @@
 package controllers_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,7 +87,16 @@ func startManagerWith(t *testing.T, opts []controllers.Option, tweaks ...func(*p
 	stop = func() {
 		if stopped.CompareAndSwap(false, true) {
 			cancel()
-			<-done
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				// The manager gives its runnables 30 s; a reconcile that has
+				// not returned by now is blocked, and its stack says where.
+				var stacks bytes.Buffer
+				_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+				t.Errorf("manager still stopping after 20s; goroutines:\n%s", stacks.String())
+				<-done
+			}
 		}
 	}
 	t.Cleanup(stop)

@@ -45,6 +45,8 @@ import (
 	"github.com/packline/packline/controllers/admission"
 	"github.com/packline/packline/test/manifests"
 	"github.com/packline/packline/test/testenv"
+
+	"github.com/packline/packline/test/loopback"
 )
 
 const installNS = "packline-system"
@@ -481,12 +483,11 @@ func eventually(t *testing.T, timeout time.Duration, what string, check func() e
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func selfSigned(t *testing.T, dnsName string) (certPEM, keyPEM []byte) {

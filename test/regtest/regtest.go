@@ -10,7 +10,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/packline/packline/test/loopback"
 	"github.com/packline/packline/test/registryconf"
 	"github.com/packline/packline/test/toolcache"
 )
@@ -151,13 +151,14 @@ func waitReady(host string, exited <-chan struct{}, timeout time.Duration) error
 	return fmt.Errorf("registry on %s not ready after %s", host, timeout)
 }
 
+// freeAddr is outside the ephemeral port range, so that Restart finds its
+// port still free (see loopback.FreePort).
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "127.0.0.1:" + strconv.Itoa(port), nil
 }
 
 func writeConfig(dir, host string, o Options) (string, error) {

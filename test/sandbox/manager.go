@@ -40,7 +40,7 @@ func (s *Sandbox) StartManager(extra ...string) error {
 	url := "http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz"
 	if err := waitFor(p, 60*time.Second, func() error { return httpOK(http.DefaultClient, url) }); err != nil {
 		p.stop(time.Second)
-		return fmt.Errorf("%w (see %s)", err, filepath.Join(s.logs, "manager.log"))
+		return fmt.Errorf("%w (see %s)%s", err, filepath.Join(s.logs, "manager.log"), lastError(filepath.Join(s.logs, "manager.log")))
 	}
 	s.manager = p
 	return nil
@@ -100,7 +100,7 @@ func (s *Sandbox) StartInstance(name string, extra ...string) (*Instance, error)
 	url := "http://127.0.0.1:" + strconv.Itoa(probe) + "/readyz"
 	if err := waitFor(p, 60*time.Second, func() error { return httpOK(http.DefaultClient, url) }); err != nil {
 		p.stop(time.Second)
-		return nil, fmt.Errorf("%w (see %s)", err, filepath.Join(s.logs, "manager-"+name+".log"))
+		return nil, fmt.Errorf("%w (see %s)%s", err, filepath.Join(s.logs, "manager-"+name+".log"), lastError(filepath.Join(s.logs, "manager-"+name+".log")))
 	}
 	return &Instance{p: p}, nil
 }
@@ -132,4 +132,20 @@ func procMemory(pid int) (rss, peak int64, err error) {
 		}
 	}
 	return rss, peak, sc.Err()
+}
+
+// lastError is the manager's last words, for a start that failed: the log
+// stays on the machine that ran the test, and CI shows only the test's
+// output. The manager's fatal error is its last line ("packline manager:
+// ..."); the lines before it give the context.
+func lastError(log string) string {
+	b, err := os.ReadFile(log)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return "; its log ends:\n\t" + strings.Join(lines, "\n\t")
 }

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/packline/packline/test/loopback"
 )
 
 // proc is one child process of the sandbox. It runs in its own process group
@@ -65,16 +66,9 @@ func (p *proc) kill() {
 	})
 }
 
-// freePort returns a loopback port that was free a moment ago. Callers that
-// lose the race retry with another port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+// freePort returns a loopback port that was free a moment ago (see
+// loopback.FreePort). Callers that lose the race retry with another port.
+func freePort() (int, error) { return loopback.FreePort() }
 
 // waitFor polls check until it succeeds, the process exits, or timeout.
 func waitFor(p *proc, timeout time.Duration, check func() error) error {
