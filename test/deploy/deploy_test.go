@@ -39,8 +39,10 @@ const (
 	saPath    = "/var/run/secrets/kubernetes.io/serviceaccount"
 	// certPath is where the Deployment mounts the webhook certificate.
 	certPath = "/tmp/k8s-webhook-server/serving-certs"
-	// client-go's leader election logs this once a replica leads.
-	acquiredLease = `"Successfully acquired lease" lock="packline-system/packline-manager.packline.dev"`
+	// client-go's leader election logs this once a replica leads, with
+	// the lock's namespace/name in the same line (as lock="..." through
+	// klog's text format, "lock":"..." through the manager's JSON logger).
+	acquiredLease = "Successfully acquired lease"
 )
 
 func TestDeployedManager(t *testing.T) {
@@ -102,7 +104,7 @@ func TestDeployedManager(t *testing.T) {
 			return err
 		}
 		for _, p := range live.Items {
-			if p.Name != leader.Name && logContains(s, p, acquiredLease) {
+			if p.Name != leader.Name && saysItLeads(s, p) {
 				successor = p.Name
 				return nil
 			}
@@ -348,7 +350,7 @@ func leaderPod(t *testing.T, s *sandbox.Sandbox, pods []corev1.Pod) corev1.Pod {
 	t.Helper()
 	var leader []corev1.Pod
 	for _, p := range pods {
-		if logContains(s, p, acquiredLease) {
+		if saysItLeads(s, p) {
 			leader = append(leader, p)
 		}
 	}
@@ -362,10 +364,18 @@ func leaderPod(t *testing.T, s *sandbox.Sandbox, pods []corev1.Pod) corev1.Pod {
 	return leader[0]
 }
 
-// logContains reads the container log the process node keeps for a pod.
-func logContains(s *sandbox.Sandbox, p corev1.Pod, text string) bool {
+// saysItLeads reads the container log the process node keeps for a pod.
+func saysItLeads(s *sandbox.Sandbox, p corev1.Pod) bool {
 	b, err := os.ReadFile(podLog(s, p))
-	return err == nil && strings.Contains(string(b), text)
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, acquiredLease) && strings.Contains(line, ns+"/"+leaseName) {
+			return true
+		}
+	}
+	return false
 }
 
 func podLog(s *sandbox.Sandbox, p corev1.Pod) string {
