@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -20,6 +21,7 @@ import (
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/sign"
 	"github.com/packline/packline/jobs/source"
 	"github.com/packline/packline/jobs/spec"
 )
@@ -62,33 +64,16 @@ func runArtifact(ctx context.Context) result.Result {
 	}
 	var res result.Result
 	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && a.Signing != nil {
-		res, err = alreadyPushed(ctx, a, repo, pushed)
+		var desc ocispec.Descriptor
+		if desc, err = earlierPush(ctx, repo, a.Target.Repository, pushed); err == nil {
+			res = success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(spec.EnvPushedRevision))
+		}
 	} else {
 		res, err = artifact(ctx, a, repo, func() error { _, err := waitSigner(); return err })
 	}
-	// A key failure comes first: it may be why the push was cancelled.
-	signer, kerr := waitSigner()
-	if kerr != nil {
-		return failure.ToResult(kerr)
-	}
-	if err != nil {
-		return failure.ToResult(err)
-	}
-	if signer == nil {
-		return res
-	}
-	return signPushed(ctx, signer, repo, a.Target.Repository, res, artifactProvenance(a, res.SourceRevision, started))
-}
-
-// alreadyPushed is the result of an earlier attempt that pushed digest and
-// then failed to sign it: checked to be still there, not pushed again.
-func alreadyPushed(ctx context.Context, a spec.Artifact, repo *remote.Repository, digest string) (result.Result, error) {
-	desc, err := repo.Resolve(ctx, digest)
-	if err != nil {
-		return result.Result{}, failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", a.Target.Repository, digest, err))
-	}
-	fmt.Fprintf(os.Stderr, "artifact: %s@%s was pushed by an earlier attempt; signing it only\n", a.Target.Repository, digest)
-	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(spec.EnvPushedRevision)), nil
+	return signedResult(ctx, waitSigner, repo, a.Target.Repository, res, err, func(revision string) sign.Provenance {
+		return artifactProvenance(a, revision, started)
+	})
 }
 
 // artifact fetches the source, writes the Kitfile, packs and pushes.

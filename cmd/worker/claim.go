@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 
 	"github.com/packline/packline/jobs/failure"
@@ -13,6 +14,7 @@ import (
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/publish"
 	"github.com/packline/packline/jobs/result"
+	"github.com/packline/packline/jobs/sign"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -57,11 +59,8 @@ func runClaim(ctx context.Context) result.Result {
 	}
 	var res result.Result
 	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && c.Signing != nil {
-		// An earlier attempt pushed it and failed to sign: sign only.
-		desc, rerr := repo.Resolve(ctx, pushed)
-		if rerr != nil {
-			err = failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", c.Target.Repository, pushed, rerr))
-		} else {
+		var desc ocispec.Descriptor
+		if desc, err = earlierPush(ctx, repo, c.Target.Repository, pushed); err == nil {
 			res = result.Result{Digest: desc.Digest.String(), Reference: c.Target.Repository + "@" + desc.Digest.String(),
 				MediaType: desc.MediaType, ArtifactType: publish.ConfigMediaType, Size: desc.Size,
 				SourceRevision: os.Getenv(spec.EnvPushedRevision), Tag: c.Target.Tag}
@@ -70,18 +69,9 @@ func runClaim(ctx context.Context) result.Result {
 		// The render is small and fast: its push waits for the key.
 		res, err = render.Run(ctx, c, renderOptions(repo))
 	}
-	// A key failure comes first: it may be why the render was cancelled.
-	signer, kerr := waitSigner()
-	if kerr != nil {
-		return failure.ToResult(kerr)
-	}
-	if err != nil {
-		return failure.ToResult(err)
-	}
-	if signer == nil {
-		return res
-	}
-	return signPushed(ctx, signer, repo, c.Target.Repository, res, claimProvenance(c, res.SourceRevision, started))
+	return signedResult(ctx, waitSigner, repo, c.Target.Repository, res, err, func(revision string) sign.Provenance {
+		return claimProvenance(c, revision, started)
+	})
 }
 
 // renderOptions are the worker's render settings; target nil builds none.

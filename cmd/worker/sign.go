@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 
 	"github.com/packline/packline/jobs/failure"
@@ -93,6 +94,36 @@ func keyFailure(s *spec.Signing, err error) error {
 		reason = failure.ReasonSigningKeyPassword
 	}
 	return failure.Permanent(reason, fmt.Errorf("%s: %v", s.KeyField, err))
+}
+
+// earlierPush resolves the digest that an earlier attempt pushed and then
+// failed to sign (spec.EnvPushedDigest): this attempt signs it, checked to
+// be still there, and pushes nothing again.
+func earlierPush(ctx context.Context, repo oras.Target, repository, pushed string) (ocispec.Descriptor, error) {
+	desc, err := repo.Resolve(ctx, pushed)
+	if err != nil {
+		return ocispec.Descriptor{}, failure.Registry(fmt.Errorf("resolving %s@%s, pushed by an earlier attempt: %w", repository, pushed, err))
+	}
+	fmt.Fprintf(os.Stderr, "%s@%s was pushed by an earlier attempt; signing it only\n", repository, pushed)
+	return desc, nil
+}
+
+// signedResult ends a run that may sign: a key failure comes first (it may
+// be why the push was cancelled), then the push's own error; with no key
+// the push's result stands, else what it pushed is signed with prov.
+func signedResult(ctx context.Context, waitSigner func() (*sign.Signer, error), t oras.Target, repository string,
+	res result.Result, err error, prov func(revision string) sign.Provenance) result.Result {
+	signer, kerr := waitSigner()
+	if kerr != nil {
+		return failure.ToResult(kerr)
+	}
+	if err != nil {
+		return failure.ToResult(err)
+	}
+	if signer == nil {
+		return res
+	}
+	return signPushed(ctx, signer, t, repository, res, prov(res.SourceRevision))
 }
 
 // signPushed signs res's manifest and attaches prov. On failure the result
