@@ -16,7 +16,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/klauspost/compress/zstd"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/content"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/registry"
@@ -142,18 +141,7 @@ func TestArtifactCompressionModesProvenance(t *testing.T) {
 		t.Fatalf("exit %d, result %+v", code, res.Error)
 	}
 	repo, _ := registry.Repository(target, registry.Options{PlainHTTP: true})
-	mdesc, err := repo.Resolve(t.Context(), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb, err := content.FetchAll(t.Context(), repo, mdesc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := pushedManifest(t, repo, "v1")
 	want := map[string]string{
 		ocispec.AnnotationSource:   srv.URL + "/m.tar.gz",
 		ocispec.AnnotationRevision: res.SourceRevision,
@@ -209,18 +197,7 @@ func TestVolumeModesAsModelPack(t *testing.T) {
 		t.Fatalf("exit %d, result %+v", code, res.Error)
 	}
 	repo, _ := registry.Repository(target, registry.Options{PlainHTTP: true})
-	mdesc, err := repo.Resolve(t.Context(), "v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mb, err := content.FetchAll(t.Context(), repo, mdesc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil {
-		t.Fatal(err)
-	}
+	m := pushedManifest(t, repo, "v1")
 	if m.Annotations[ocispec.AnnotationCreated] != "2021-03-04T05:06:07Z" {
 		t.Errorf("created = %q", m.Annotations[ocispec.AnnotationCreated])
 	}

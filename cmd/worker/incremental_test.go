@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -14,10 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-
-	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/content"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/registry"
@@ -141,15 +136,7 @@ func TestIncrementalHuggingFace(t *testing.T) {
 
 	t.Run("a layer deleted from the registry is fetched and sent again", func(t *testing.T) {
 		repo, _ := registry.Repository(reg+"/inc/model", registry.Options{PlainHTTP: true})
-		b, err := content.FetchAll(t.Context(), repo, ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest,
-			Digest: digest.Digest(first.Digest), Size: first.Size})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m ocispec.Manifest
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
+		m := pushedManifest(t, repo, first.Digest)
 		gone := m.Layers[0]
 		if err := repo.Blobs().Delete(t.Context(), gone); err != nil {
 			t.Fatal(err)
@@ -204,18 +191,7 @@ func TestIncrementalHuggingFace(t *testing.T) {
 			t.Errorf("downloaded %d and uploaded %d bytes, want 0 and only config and manifest", d, u)
 		}
 		repo, _ := registry.Repository(reg+"/inc/mirror", registry.Options{PlainHTTP: true})
-		desc, err := repo.Resolve(t.Context(), "v1")
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := content.FetchAll(t.Context(), repo, desc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m ocispec.Manifest
-		if err := json.Unmarshal(b, &m); err != nil {
-			t.Fatal(err)
-		}
+		m := pushedManifest(t, repo, "v1")
 		for _, l := range m.Layers {
 			if ok, err := repo.Blobs().Exists(t.Context(), l); err != nil || !ok {
 				t.Errorf("layer %s is not in the mirror repository (%v)", l.Digest, err)

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
 
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
@@ -48,4 +52,19 @@ func runClaimWorker(t *testing.T, c spec.Claim) (int, result.Result) {
 func runDeleteWorker(t *testing.T, d spec.Delete) (int, result.Result) {
 	t.Helper()
 	return runCommand(t, "delete", d)
+}
+
+// pushedManifest fetches and decodes the manifest at ref (a tag or a
+// digest) in repo.
+func pushedManifest(t *testing.T, repo oras.ReadOnlyTarget, ref string) ocispec.Manifest {
+	t.Helper()
+	_, b, err := oras.FetchBytes(t.Context(), repo, ref, oras.DefaultFetchBytesOptions)
+	if err != nil {
+		t.Fatalf("fetching manifest %s: %v", ref, err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("manifest %s: %v", ref, err)
+	}
+	return m
 }
