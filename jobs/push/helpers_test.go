@@ -95,3 +95,8 @@ func sameTimes(t testing.TB, root string) {
 		t.Fatal(err)
 	}
 }
+
+// counter counts the bytes written to it.
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }

@@ -5,10 +5,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -54,15 +57,9 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 		return "", 0, err
 	}
 
-	pr, pw := io.Pipe()
-	h := sha256.New()
-	cw := &counter{}
-	go func() {
-		pw.CloseWithError(write(io.MultiWriter(pw, h, cw)))
-	}()
-	req, err = http.NewRequestWithContext(ctx, http.MethodPatch, loc.String(), pr)
+	body := &streamBody{write: write, hash: sha256.New()}
+	req, err = http.NewRequestWithContext(ctx, http.MethodPatch, loc.String(), body)
 	if err != nil {
-		pr.CloseWithError(err)
 		return "", 0, err
 	}
 	req.ContentLength = -1
@@ -71,9 +68,10 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 		req.Header.Set("Authorization", authz)
 	}
 	resp, err = repo.Client.Do(req)
-	// Stop the writer if the request ended early, and surface its error
-	// (a file that vanished) over the transport's.
-	pr.CloseWithError(io.ErrClosedPipe)
+	complete, werr := body.finish()
+	if werr != nil {
+		return "", 0, werr
+	}
 	if err != nil {
 		return "", 0, err
 	}
@@ -81,11 +79,14 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusNoContent {
 		return "", 0, responseError(resp)
 	}
+	if !complete {
+		return "", 0, fmt.Errorf("registry %s accepted the upload of a layer before it was all sent", repo.Reference.Host())
+	}
 	if loc, err = location(resp); err != nil {
 		return "", 0, err
 	}
 
-	dgst := digest.NewDigest(digest.SHA256, h)
+	dgst := digest.NewDigest(digest.SHA256, body.hash)
 	q := loc.Query()
 	q.Set("digest", dgst.String())
 	loc.RawQuery = q.Encode()
@@ -105,7 +106,7 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 	if resp.StatusCode != http.StatusCreated {
 		return "", 0, responseError(resp)
 	}
-	return dgst, cw.n, nil
+	return dgst, body.n, nil
 }
 
 // location resolves the upload Location against the request, refusing a
@@ -134,9 +135,129 @@ func responseError(resp *http.Response) error {
 	return e
 }
 
-type counter struct{ n int64 }
+// streamBody is the PATCH body: write's output, hashed and counted as it
+// goes. HTTP/1.1's transport copies a body with io.Copy, which calls
+// WriteTo: write then sends straight into the connection, in the pieces it
+// reads files in (1 MiB), with no goroutine, pipe or extra copy between. A
+// transport that reads instead (HTTP/2) gets the same bytes through a pipe.
+type streamBody struct {
+	write func(io.Writer) error
+	hash  hash.Hash
+	n     int64
 
-func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+	mu      sync.Mutex
+	started bool
+	pr      *io.PipeReader // the Read path's pipe, once started
+	done    chan error     // write's result (nil for a failed connection)
+}
+
+// Write feeds the hash and the count.
+func (b *streamBody) Write(p []byte) (int, error) {
+	b.hash.Write(p)
+	b.n += int64(len(p))
+	return len(p), nil
+}
+
+func (b *streamBody) WriteTo(w io.Writer) (int64, error) {
+	b.mu.Lock()
+	ok := b.startLocked()
+	b.mu.Unlock()
+	if !ok {
+		return 0, errors.New("upload body read twice")
+	}
+	conn := &errWriter{w: w}
+	err := b.write(io.MultiWriter(conn, b))
+	if conn.err != nil {
+		// The connection failed: the transport's error says why.
+		b.done <- conn.err
+	} else {
+		b.done <- err
+	}
+	return b.n, err
+}
+
+func (b *streamBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.pr == nil {
+		if !b.startLocked() {
+			b.mu.Unlock()
+			return 0, errors.New("upload body read twice")
+		}
+		pr, pw := io.Pipe()
+		b.pr = pr
+		go func() {
+			err := b.write(io.MultiWriter(pw, b))
+			pw.CloseWithError(err)
+			b.done <- err
+		}()
+	}
+	pr := b.pr
+	b.mu.Unlock()
+	return pr.Read(p)
+}
+
+func (b *streamBody) startLocked() bool {
+	if b.started {
+		return false
+	}
+	b.started, b.done = true, make(chan error, 1)
+	return true
+}
+
+// finish is called once the request is over. It reports whether write
+// sent everything (only then are the hash and count whole), and write's own
+// error (a file that vanished), which says more than the transport's. It
+// stops a pipe writer that the transport stopped reading. A registry that
+// answers before the whole body was sent gets complete false, never a
+// digest of part of the layer.
+func (b *streamBody) finish() (complete bool, err error) {
+	b.mu.Lock()
+	started, pr := b.started, b.pr
+	b.mu.Unlock()
+	if !started {
+		return false, nil
+	}
+	var werr error
+	if pr != nil {
+		pr.CloseWithError(io.ErrClosedPipe)
+		werr = <-b.done
+	} else {
+		// WriteTo runs on the transport's goroutine and has returned
+		// before any complete upload was answered.
+		select {
+		case werr = <-b.done:
+		default:
+			return false, nil
+		}
+	}
+	var conn *connError
+	switch {
+	case werr == nil:
+		return true, nil
+	case errors.Is(werr, io.ErrClosedPipe), errors.As(werr, &conn):
+		return false, nil
+	}
+	return false, werr
+}
+
+// errWriter remembers the connection's write error, wrapped as connError so
+// that finish can tell it from write's own.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = &connError{err}
+	}
+	return n, err
+}
+
+type connError struct{ error }
+
+func (e *connError) Unwrap() error { return e.error }
 
 // smallLayer is the most a layer may hold to be packed in memory.
 const smallLayer = 1 << 20
