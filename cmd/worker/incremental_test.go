@@ -250,6 +250,54 @@ func TestIncrementalVolume(t *testing.T) {
 	}
 }
 
+// A Git commit names every file by its blob id. A new commit that changes
+// one weight file is cloned again (a shallow clone cannot skip files), but
+// only that file's layer is sent, and the digest is a from-scratch push's.
+func TestIncrementalGitCommit(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	// Over push's in-memory limit (1 MiB), whose digest is known before
+	// any upload: the streamed path is the one that needs the blob ids.
+	const size = 3 << 19
+	git := gitserver.Serve(t, gitserver.Repo{Name: "weights", Commits: []gitserver.Commit{
+		{Files: map[string]string{
+			"m/a.safetensors": string(shard(1, size)), "m/b.safetensors": string(shard(2, size)), "m/config.json": "{}",
+		}, Tags: []string{"v1"}},
+		{Files: map[string]string{"m/b.safetensors": string(shard(9, size))}, Tags: []string{"v2"}},
+	}}, gitserver.Options{})
+	t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
+	job := func(repo, ref string, previous ...string) spec.Artifact {
+		return spec.Artifact{Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: ref, Path: "m"}},
+			Format:   v1alpha1.FormatModelPack,
+			Target:   spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true},
+			Previous: previous}
+	}
+	run := func(t *testing.T, a spec.Artifact) (resultT, int64) {
+		t.Helper()
+		up.Reset()
+		code, res := runWorker(t, a)
+		if code != 0 || res.Failed() {
+			t.Fatalf("exit %d, error %+v", code, res.Error)
+		}
+		return resultT{Digest: res.Digest, Reference: res.Reference, Size: res.Size}, up.Uploaded()
+	}
+	first, u := run(t, job("git/model", "v1"))
+	if u < 2*size {
+		t.Fatalf("first run uploaded %d bytes, want both files", u)
+	}
+	second, u := run(t, job("git/model", "v2", first.Reference))
+	if second.Digest == first.Digest {
+		t.Fatal("a changed file gave the same digest")
+	}
+	// b's layer, the config and the manifest; a's layer was in the registry.
+	if u < size || u > size+16<<10 {
+		t.Errorf("new commit uploaded %d bytes, want the changed file's layer (%d bytes and a few KiB)", u, size)
+	}
+	scratch, _ := run(t, job("git/scratch", "v2"))
+	if scratch.Digest != second.Digest {
+		t.Errorf("incremental push %s differs from a push from scratch %s", second.Digest, scratch.Digest)
+	}
+}
+
 // Sources that name their revision before any fetch: a Git ref resolved
 // with ls-remote (a branch, or an annotated tag peeled to its commit) and
 // an HTTP file with a stated sha256. Re-run in a fresh workspace, the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"regexp"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -82,7 +85,43 @@ func fetchGit(ctx context.Context, s v1alpha1.GitSource, env Env) (Fetched, erro
 		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("git path %q is not a folder at %s", s.Path, head.Hash()))
 	}
 	name := strings.TrimSuffix(path.Base(s.URL), ".git")
-	return Fetched{Root: root, Revision: head.Hash().String(), Name: name, URL: publicURL(s.URL), Time: when}, nil
+	return Fetched{Root: root, Revision: head.Hash().String(), Name: name, URL: publicURL(s.URL), Time: when,
+		FileIDs: gitBlobIDs(commit, s.Path)}, nil
+}
+
+// gitBlobIDs names each regular file under sub (the source's path) by its
+// blob id, read from the commit's trees without opening a file: a new
+// commit leaves the id of every file it did not change, so their layers
+// are not sent again (see push.layerKey). The checkout is the blobs
+// themselves (go-git applies no filters), so the id names what is packed.
+// A path that only resolves through a symbolic link gets no ids, and its
+// layers are hashed while uploaded, as before.
+func gitBlobIDs(commit *object.Commit, sub string) map[string]string {
+	tree, err := commit.Tree()
+	if err != nil {
+		return nil
+	}
+	if sub = strings.TrimPrefix(path.Clean("/"+sub), "/"); sub != "" {
+		if tree, err = tree.Tree(sub); err != nil {
+			return nil
+		}
+	}
+	ids := map[string]string{}
+	w := object.NewTreeWalker(tree, true, nil)
+	defer w.Close()
+	for {
+		name, e, err := w.Next()
+		if err == io.EOF {
+			return ids
+		}
+		if err != nil {
+			return nil
+		}
+		// Links and submodules are never packed (see pack.Walk).
+		if e.Mode == filemode.Regular || e.Mode == filemode.Executable {
+			ids[name] = "gitblob:" + e.Hash.String()
+		}
+	}
 }
 
 func isRefNotFound(err error) bool {

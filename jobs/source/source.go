@@ -59,7 +59,8 @@ type Fetched struct {
 	Time time.Time
 	// FileIDs names each file's content (by its path under Root) by the
 	// source's own identity: "sha256:<hex>" for a Hub LFS file,
-	// "gitblob:<sha1>" for another Hub file, "stat:…" for a volume file
+	// "gitblob:<sha1>" for another Hub file or any file of a Git
+	// checkout, "stat:…" for a volume file
 	// (size, times, inode: what a change of content must change). Files
 	// missing from it have none.
 	FileIDs map[string]string
