@@ -160,7 +160,7 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 	if err != nil {
 		return result.Result{}, err
 	}
-	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes), %d already present (%d mounted)\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Skipped, st.Mounted)
+	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes; %d hashed while downloaded), %d already present (%d mounted)\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Prehashed, st.Skipped, st.Mounted)
 	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), nil
 }
 

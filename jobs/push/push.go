@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -69,8 +70,10 @@ type Options struct {
 	// Complete, if set, is called once, before any layer is written, with
 	// the files of the layers that must be written: a lazy source
 	// (source.Fetched.Complete) fetches them then, and never fetches the
-	// files of layers the registry already has.
-	Complete func(ctx context.Context, names []string) error
+	// files of layers the registry already has. tee gives, for a layer's
+	// only file, the writer to copy its downloaded bytes to: the layer is
+	// hashed then (pack.Prehash), and not again when it is pushed.
+	Complete func(ctx context.Context, names []string, tee func(name string) io.Writer) error
 	// InputKey, if set, is recorded as AnnotationInput (see InputKey).
 	InputKey string
 }
@@ -93,6 +96,9 @@ type Stats struct {
 	// repository of the registry.
 	Mounted       int
 	UploadedBytes int64
+	// Prehashed counts the uploaded layers whose digest was computed while
+	// their file downloaded, so that the upload hashed nothing.
+	Prehashed int
 }
 
 // Push packs kf's entries under root and pushes them to repo. For a
@@ -160,7 +166,8 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	if err := g.Wait(); err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
 	}
-	if err := complete(ctx, plan, done, o.Complete); err != nil {
+	pre := prehash(plan, done, o)
+	if err := complete(ctx, plan, done, o.Complete, pre.tee); err != nil {
 		return ocispec.Descriptor{}, st, err
 	}
 
@@ -180,7 +187,7 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 			if keys[i] != "" {
 				lc = openCache("")
 			}
-			desc, diffID, s, err := pushLayer(gctx, repo, lc, l.mediaType, l.items, o.Compression)
+			desc, diffID, s, err := pushLayer(gctx, repo, lc, l.mediaType, l.items, o.Compression, pre.layers[i])
 			if err != nil {
 				return fmt.Errorf("layer %s: %w", l.path, err)
 			}
@@ -202,6 +209,7 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 		st.Skipped += s.Skipped
 		st.Mounted += s.Mounted
 		st.UploadedBytes += s.UploadedBytes
+		st.Prehashed += s.Prehashed
 	}
 	if saveErr := c.save(); saveErr != nil {
 		logf("warning: layer cache not saved: %v\n", saveErr)
@@ -228,8 +236,44 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	return manifest, st, nil
 }
 
+// prehashes are the layers still to write whose one file a lazy source
+// downloads in this run, by plan index, and the same by file name.
+type prehashes struct {
+	layers map[int]*pack.Prehash
+	byName map[string]*pack.Prehash
+}
+
+// prehash picks the layers whose digest can be computed while their file
+// downloads: uncompressed (a compressed layer's digest is of bytes not
+// yet made), one file, and over the size packed in memory anyway.
+func prehash(plan []layerPlan, done []bool, o Options) prehashes {
+	p := prehashes{layers: map[int]*pack.Prehash{}, byName: map[string]*pack.Prehash{}}
+	if o.Complete == nil || (o.Compression != "" && o.Compression != v1alpha1.CompressionNone) {
+		return p
+	}
+	for i, l := range plan {
+		if done[i] || small(l.items) {
+			continue
+		}
+		if h, ok := pack.NewPrehash(l.items); ok {
+			if _, twice := p.byName[h.Name()]; twice {
+				continue // cannot happen (a file is in one layer); never guess
+			}
+			p.layers[i], p.byName[h.Name()] = h, h
+		}
+	}
+	return p
+}
+
+func (p prehashes) tee(name string) io.Writer {
+	if h := p.byName[name]; h != nil {
+		return h
+	}
+	return nil // not a nil *Prehash in an interface
+}
+
 // complete hands the files of the layers still to write to fetch.
-func complete(ctx context.Context, plan []layerPlan, done []bool, fetch func(context.Context, []string) error) error {
+func complete(ctx context.Context, plan []layerPlan, done []bool, fetch func(context.Context, []string, func(string) io.Writer) error, tee func(string) io.Writer) error {
 	if fetch == nil {
 		return nil
 	}
@@ -247,7 +291,7 @@ func complete(ctx context.Context, plan []layerPlan, done []bool, fetch func(con
 	if len(names) == 0 {
 		return nil
 	}
-	return fetch(ctx, names)
+	return fetch(ctx, names, tee)
 }
 
 // withAnnotation returns a copy of a with k set to v, unless a sets k.
@@ -277,9 +321,16 @@ func withLayerKeys(a map[string]string, keys []string, layers []ocispec.Descript
 }
 
 // pushLayer uploads one layer unless the cache knows its digest and the
-// registry already has it.
-func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType string, items []pack.Item, comp v1alpha1.Compression) (ocispec.Descriptor, digest.Digest, Stats, error) {
+// registry already has it. pre, if set, may know the digest already.
+func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType string, items []pack.Item, comp v1alpha1.Compression, pre *pack.Prehash) (ocispec.Descriptor, digest.Digest, Stats, error) {
 	key := cacheKey(mediaType, items)
+	var known digest.Digest
+	if pre != nil {
+		if d, size, ok := pre.Sum(); ok {
+			known = d
+			c.put(key, cached{Digest: d, DiffID: d, Size: size})
+		}
+	}
 	if hit, ok := c.get(key); ok {
 		desc := ocispec.Descriptor{MediaType: mediaType, Digest: hit.Digest, Size: hit.Size}
 		exists, err := repo.Blobs().Exists(ctx, desc)
@@ -303,7 +354,12 @@ func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType
 	if small(items) {
 		dgst, size, uploaded, err = putSmall(ctx, repo, mediaType, write)
 	} else {
-		dgst, size, err = streamBlob(ctx, repo, write)
+		dgst, size, err = streamBlob(ctx, repo, write, known)
+		if errors.Is(err, errDigestMismatch) {
+			// Not expected; the layer is hashed while sent instead.
+			known = ""
+			dgst, size, err = streamBlob(ctx, repo, write, "")
+		}
 	}
 	if err != nil {
 		return ocispec.Descriptor{}, "", Stats{}, err
@@ -316,7 +372,11 @@ func pushLayer(ctx context.Context, repo *remote.Repository, c *cache, mediaType
 	if !uploaded {
 		return desc, diffID, Stats{Layers: 1, Skipped: 1}, nil
 	}
-	return desc, diffID, Stats{Layers: 1, Uploaded: 1, UploadedBytes: size}, nil
+	s := Stats{Layers: 1, Uploaded: 1, UploadedBytes: size}
+	if known != "" {
+		s.Prehashed = 1
+	}
+	return desc, diffID, s, nil
 }
 
 // buildManifest pushes the config, then the manifest (tagged if asked).

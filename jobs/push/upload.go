@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 
 	"github.com/opencontainers/go-digest"
@@ -28,9 +29,14 @@ import (
 // (the distribution spec's chunked upload, with a single chunk of unknown
 // length). The bytes are read from disk once and never staged.
 //
+// When the digest is known already (known, from a pack.Prehash), nothing
+// is hashed and the bytes go in the PUT itself, after the POST: the
+// monolithic upload that kit's push of a packed layer makes. The registry
+// checks the digest either way; a mismatch is errDigestMismatch.
+//
 // oras-go's blob Push needs the digest up front, which would mean reading
 // every layer twice; this is the one place we speak HTTP ourselves.
-func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writer) error) (digest.Digest, int64, error) {
+func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writer) error, known digest.Digest) (digest.Digest, int64, error) {
 	ctx = auth.AppendRepositoryScope(ctx, repo.Reference, auth.ActionPull, auth.ActionPush)
 	scheme := "https"
 	if repo.PlainHTTP {
@@ -57,6 +63,9 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 		return "", 0, err
 	}
 
+	if known != "" {
+		return putKnown(ctx, repo, loc, authz, write, known)
+	}
 	body := &streamBody{write: write, hash: sha256.New()}
 	req, err = http.NewRequestWithContext(ctx, http.MethodPatch, loc.String(), body)
 	if err != nil {
@@ -109,6 +118,50 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 	return dgst, body.n, nil
 }
 
+// errDigestMismatch: the registry found other bytes than a known digest
+// said, so the digest was wrong (never the bytes: they are the files').
+var errDigestMismatch = errors.New("the registry computed another digest for the layer than the one hashed while it was downloaded")
+
+// putKnown sends the layer in the PUT that closes the upload session
+// opened at loc, under its known digest. The body has no length: HTTP/1.1
+// then copies it with WriteTo, straight from the files into the connection.
+func putKnown(ctx context.Context, repo *remote.Repository, loc *url.URL, authz string, write func(io.Writer) error, known digest.Digest) (digest.Digest, int64, error) {
+	q := loc.Query()
+	q.Set("digest", known.String())
+	loc.RawQuery = q.Encode()
+	body := &streamBody{write: write}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, loc.String(), body)
+	if err != nil {
+		return "", 0, err
+	}
+	req.ContentLength = -1
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := repo.Client.Do(req)
+	complete, werr := body.finish()
+	if werr != nil {
+		return "", 0, werr
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		err := responseError(resp)
+		var e *errcode.ErrorResponse
+		if errors.As(err, &e) && slices.ContainsFunc(e.Errors, func(x errcode.Error) bool { return x.Code == errcode.ErrorCodeDigestInvalid }) {
+			return "", 0, fmt.Errorf("%w (%s)", errDigestMismatch, known)
+		}
+		return "", 0, err
+	}
+	if !complete {
+		return "", 0, fmt.Errorf("registry %s accepted the upload of a layer before it was all sent", repo.Reference.Host())
+	}
+	return known, body.n, nil
+}
+
 // location resolves the upload Location against the request, refusing a
 // different host so credentials never leave the registry.
 func location(resp *http.Response) (*url.URL, error) {
@@ -151,9 +204,11 @@ type streamBody struct {
 	done    chan error     // write's result (nil for a failed connection)
 }
 
-// Write feeds the hash and the count.
+// Write feeds the hash (unless the digest is known) and the count.
 func (b *streamBody) Write(p []byte) (int, error) {
-	b.hash.Write(p)
+	if b.hash != nil {
+		b.hash.Write(p)
+	}
 	b.n += int64(len(p))
 	return len(p), nil
 }

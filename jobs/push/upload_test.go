@@ -43,34 +43,57 @@ func TestStreamBlobSendsTheWholeLayer(t *testing.T) {
 	t.Cleanup(h2.Close)
 
 	for name, srv := range map[string]*httptest.Server{"http/1.1": plain, "h2": h2} {
-		t.Run(name, func(t *testing.T) {
-			u, _ := url.Parse(srv.URL)
-			repo := repoAt(t, u.Host, "stream/layer", registry.Options{})
-			var proto string
-			if srv == h2 {
-				repo.PlainHTTP = false
-				repo.Client = &auth.Client{Client: &http.Client{Transport: protoRecorder{srv.Client().Transport, &proto}}}
+		for _, known := range []digest.Digest{"", want} {
+			if known != "" {
+				name += ", digest known"
 			}
-			got, n, err := streamBlob(t.Context(), repo, write)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != want || n != int64(len(layer)) {
-				t.Errorf("pushed %s (%d bytes), want %s (%d)", got, n, want, len(layer))
-			}
-			if srv == h2 && proto != "HTTP/2.0" {
-				t.Errorf("the TLS upload went over %q, want HTTP/2.0", proto)
-			}
-			rc, err := repo.Blobs().Fetch(t.Context(), descriptorOf(got, n))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.Close()
-			b, _ := io.ReadAll(rc)
-			if sha256.Sum256(b) != sha256.Sum256(layer) {
-				t.Errorf("the registry holds other bytes than were written")
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				u, _ := url.Parse(srv.URL)
+				repo := repoAt(t, u.Host, "stream/layer", registry.Options{})
+				var proto string
+				if srv == h2 {
+					repo.PlainHTTP = false
+					repo.Client = &auth.Client{Client: &http.Client{Transport: protoRecorder{srv.Client().Transport, &proto}}}
+				}
+				got, n, err := streamBlob(t.Context(), repo, write, known)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want || n != int64(len(layer)) {
+					t.Errorf("pushed %s (%d bytes), want %s (%d)", got, n, want, len(layer))
+				}
+				if srv == h2 && proto != "HTTP/2.0" {
+					t.Errorf("the TLS upload went over %q, want HTTP/2.0", proto)
+				}
+				rc, err := repo.Blobs().Fetch(t.Context(), descriptorOf(got, n))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer rc.Close()
+				b, _ := io.ReadAll(rc)
+				if sha256.Sum256(b) != sha256.Sum256(layer) {
+					t.Errorf("the registry holds other bytes than were written")
+				}
+			})
+		}
+	}
+}
+
+// A known digest that is wrong is refused by the registry and reported as
+// errDigestMismatch (pushLayer then hashes while it sends); the registry
+// holds nothing under it.
+func TestStreamBlobKnownDigestMismatch(t *testing.T) {
+	repo := repoAt(t, inProcess(t), "stream/mismatch", registry.Options{})
+	wrong := digest.FromString("other bytes")
+	_, _, err := streamBlob(t.Context(), repo, func(w io.Writer) error {
+		_, err := w.Write(bytes.Repeat([]byte{7}, 2<<20))
+		return err
+	}, wrong)
+	if !errors.Is(err, errDigestMismatch) {
+		t.Fatalf("error %v, want errDigestMismatch", err)
+	}
+	if ok, err := repo.Blobs().Exists(t.Context(), descriptorOf(wrong, 2<<20)); err != nil || ok {
+		t.Errorf("blob under the wrong digest exists: %v (%v)", ok, err)
 	}
 }
 
@@ -84,7 +107,7 @@ func TestStreamBlobReportsTheWritersError(t *testing.T) {
 			return err
 		}
 		return vanished
-	})
+	}, "")
 	if !errors.Is(err, vanished) {
 		t.Errorf("error %v, want the writer's", err)
 	}
@@ -113,14 +136,15 @@ func TestStreamBlobRefusesAnAnswerBeforeTheBody(t *testing.T) {
 			}
 		}
 		return nil
-	})
+	}, "")
 	if err == nil {
 		t.Fatal("a digest for an upload the registry answered before reading it")
 	}
 	t.Logf("refused: %v", err)
 }
 
-// protoRecorder notes the protocol of the PATCH's response.
+// protoRecorder notes the protocol of the response to the request that
+// carried the layer (the PATCH, or the PUT of a known digest).
 type protoRecorder struct {
 	rt    http.RoundTripper
 	proto *string
@@ -128,7 +152,7 @@ type protoRecorder struct {
 
 func (p protoRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := p.rt.RoundTrip(r)
-	if err == nil && r.Method == http.MethodPatch {
+	if err == nil && r.Body != nil && r.Body != http.NoBody {
 		*p.proto = resp.Proto
 	}
 	return resp, err

@@ -107,13 +107,13 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 			out.FileIDs[f.name] = id
 		}
 	}
-	dl := func(ctx context.Context, files []hfFile) error {
-		return hfDownloadAll(ctx, env, endpoint, s.Repo, info.SHA, root, files)
+	dl := func(ctx context.Context, files []hfFile, tee Tee) error {
+		return hfDownloadAll(ctx, env, endpoint, s.Repo, info.SHA, root, files, tee)
 	}
 	if env.Lazy {
 		return hfLazy(ctx, out, files, dl)
 	}
-	if err := dl(ctx, files); err != nil {
+	if err := dl(ctx, files, nil); err != nil {
 		return Fetched{}, err
 	}
 	// The Hub keeps no modes: every file is 0644, whatever this pod's umask.
@@ -129,7 +129,7 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 // and links it over. Placeholders never enter the download folder, so a
 // retry can never take one for a finished download; the tree is rebuilt
 // on every run.
-func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(context.Context, []hfFile) error) (Fetched, error) {
+func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(context.Context, []hfFile, Tee) error) (Fetched, error) {
 	cache := f.Root
 	tree := cache + ".tree"
 	if err := os.RemoveAll(tree); err != nil {
@@ -181,7 +181,7 @@ func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(contex
 		return nil
 	}
 	if len(now) > 0 {
-		if err := download(ctx, now); err != nil {
+		if err := download(ctx, now, nil); err != nil {
 			return Fetched{}, err
 		}
 		if err := link(now); err != nil {
@@ -193,7 +193,7 @@ func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(contex
 	}
 	var mu sync.Mutex
 	f.Root = tree
-	f.Complete = func(ctx context.Context, names []string) error {
+	f.Complete = func(ctx context.Context, names []string, tee Tee) error {
 		mu.Lock()
 		defer mu.Unlock()
 		var want []hfFile
@@ -205,7 +205,7 @@ func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(contex
 		if len(want) == 0 {
 			return nil
 		}
-		if err := download(ctx, want); err != nil {
+		if err := download(ctx, want, tee); err != nil {
 			return err
 		}
 		if err := link(want); err != nil {
@@ -291,7 +291,7 @@ func matchAny(patterns []string, name string) bool {
 	return false
 }
 
-func hfDownloadAll(ctx context.Context, env Env, endpoint, repo, sha, root string, files []hfFile) error {
+func hfDownloadAll(ctx context.Context, env Env, endpoint, repo, sha, root string, files []hfFile, tee Tee) error {
 	var total int64
 	for _, f := range files {
 		if f.size > 0 {
@@ -312,7 +312,11 @@ func hfDownloadAll(ctx context.Context, env Env, endpoint, repo, sha, root strin
 		go func() {
 			defer wg.Done()
 			for f := range work {
-				if err := hfDownload(ctx, env, endpoint, repo, sha, root, f, p); err != nil {
+				var w io.Writer
+				if tee != nil {
+					w = tee(f.name)
+				}
+				if err := hfDownload(ctx, env, endpoint, repo, sha, root, f, p, w); err != nil {
 					once.Do(func() { firstErr = err; cancel() })
 				}
 			}
@@ -332,8 +336,9 @@ func hfDownloadAll(ctx context.Context, env Env, endpoint, repo, sha, root strin
 	return firstErr
 }
 
-// hfDownload fetches one file into root, resuming from "<name>.part".
-func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, f hfFile, p *progress) error {
+// hfDownload fetches one file into root, resuming from "<name>.part". A
+// download from the start is also written to tee, if set.
+func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, f hfFile, p *progress, tee io.Writer) error {
 	final := filepath.Join(root, filepath.FromSlash(f.name))
 	if fi, err := os.Stat(final); err == nil && (f.size < 0 || fi.Size() == f.size) {
 		p.add(fi.Size())
@@ -374,12 +379,19 @@ func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, 
 	// A download from the start is hashed as it is written, so that
 	// verify need not read the file again; a resumed one is read back.
 	var h hash.Hash
-	var w io.Writer = out
+	w := []io.Writer{out}
 	if flags&os.O_APPEND == 0 && f.sha256 != "" {
 		h = sha256.New()
-		w = io.MultiWriter(out, h)
+		w = append(w, h)
 	}
-	_, err = io.Copy(w, &countingReader{r: resp.Body, p: p})
+	if flags&os.O_APPEND == 0 && tee != nil {
+		w = append(w, tee)
+	}
+	dst := io.Writer(out)
+	if len(w) > 1 {
+		dst = io.MultiWriter(w...)
+	}
+	_, err = io.Copy(dst, &countingReader{r: resp.Body, p: p})
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

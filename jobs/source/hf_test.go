@@ -292,7 +292,7 @@ func TestHFLazy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := again.Complete(t.Context(), []string{"model.safetensors"}); err != nil {
+	if err := again.Complete(t.Context(), []string{"model.safetensors"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := hub.served.Load(); n != 0 {
@@ -314,7 +314,7 @@ func TestHFLazyComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := got.Complete(t.Context(), []string{"model.safetensors", "config.json"}); err != nil {
+	if err := got.Complete(t.Context(), []string{"model.safetensors", "config.json"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff(hubFiles(), readDir(t, got.Root)); d != "" {

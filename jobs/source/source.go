@@ -65,9 +65,16 @@ type Fetched struct {
 	// missing from it have none.
 	FileIDs map[string]string
 	// Complete, set for a Lazy fetch, downloads the named files over
-	// their placeholders. Names that are no placeholder are ignored.
-	Complete func(ctx context.Context, names []string) error
+	// their placeholders. Names that are no placeholder are ignored. tee,
+	// if set, names a writer for a file's bytes: a file downloaded whole
+	// in this call is written to it as it arrives (see pack.Prehash); a
+	// resumed one is not.
+	Complete func(ctx context.Context, names []string, tee Tee) error
 }
+
+// Tee gives the writer that a file's downloaded bytes are copied to, or
+// nil.
+type Tee = func(name string) io.Writer
 
 // FileID looks a file up in FileIDs.
 func (f Fetched) FileID(name string) (string, bool) {
