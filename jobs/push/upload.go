@@ -67,20 +67,7 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 		return putKnown(ctx, repo, loc, authz, write, known)
 	}
 	body := &streamBody{write: write, hash: sha256.New()}
-	req, err = http.NewRequestWithContext(ctx, http.MethodPatch, loc.String(), body)
-	if err != nil {
-		return "", 0, err
-	}
-	req.ContentLength = -1
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	resp, err = repo.Client.Do(req)
-	complete, werr := body.finish()
-	if werr != nil {
-		return "", 0, werr
-	}
+	resp, complete, err := send(ctx, repo, http.MethodPatch, loc, authz, body)
 	if err != nil {
 		return "", 0, err
 	}
@@ -89,25 +76,13 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 		return "", 0, responseError(resp)
 	}
 	if !complete {
-		return "", 0, fmt.Errorf("registry %s accepted the upload of a layer before it was all sent", repo.Reference.Host())
+		return "", 0, answeredEarly(repo)
 	}
 	if loc, err = location(resp); err != nil {
 		return "", 0, err
 	}
-
 	dgst := digest.NewDigest(digest.SHA256, body.hash)
-	q := loc.Query()
-	q.Set("digest", dgst.String())
-	loc.RawQuery = q.Encode()
-	req, err = http.NewRequestWithContext(ctx, http.MethodPut, loc.String(), http.NoBody)
-	if err != nil {
-		return "", 0, err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	resp, err = repo.Client.Do(req)
+	resp, _, err = send(ctx, repo, http.MethodPut, withDigest(loc, dgst), authz, nil)
 	if err != nil {
 		return "", 0, err
 	}
@@ -123,27 +98,10 @@ func streamBlob(ctx context.Context, repo *remote.Repository, write func(io.Writ
 var errDigestMismatch = errors.New("the registry computed another digest for the layer than the one hashed while it was downloaded")
 
 // putKnown sends the layer in the PUT that closes the upload session
-// opened at loc, under its known digest. The body has no length: HTTP/1.1
-// then copies it with WriteTo, straight from the files into the connection.
+// opened at loc, under its known digest.
 func putKnown(ctx context.Context, repo *remote.Repository, loc *url.URL, authz string, write func(io.Writer) error, known digest.Digest) (digest.Digest, int64, error) {
-	q := loc.Query()
-	q.Set("digest", known.String())
-	loc.RawQuery = q.Encode()
 	body := &streamBody{write: write}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, loc.String(), body)
-	if err != nil {
-		return "", 0, err
-	}
-	req.ContentLength = -1
-	req.Header.Set("Content-Type", "application/octet-stream")
-	if authz != "" {
-		req.Header.Set("Authorization", authz)
-	}
-	resp, err := repo.Client.Do(req)
-	complete, werr := body.finish()
-	if werr != nil {
-		return "", 0, werr
-	}
+	resp, complete, err := send(ctx, repo, http.MethodPut, withDigest(loc, known), authz, body)
 	if err != nil {
 		return "", 0, err
 	}
@@ -157,9 +115,61 @@ func putKnown(ctx context.Context, repo *remote.Repository, loc *url.URL, authz 
 		return "", 0, err
 	}
 	if !complete {
-		return "", 0, fmt.Errorf("registry %s accepted the upload of a layer before it was all sent", repo.Reference.Host())
+		return "", 0, answeredEarly(repo)
 	}
 	return known, body.n, nil
+}
+
+// send makes one request of an upload session at loc, with the
+// credentials the POST settled on, carrying body if it is set. The body
+// has no length: HTTP/1.1 then copies it with WriteTo, straight from the
+// files into the connection. complete says whether all of the body was
+// sent before the answer (see streamBody.finish).
+func send(ctx context.Context, repo *remote.Repository, method string, loc *url.URL, authz string, body *streamBody) (resp *http.Response, complete bool, err error) {
+	var rb io.Reader = http.NoBody
+	if body != nil {
+		rb = body
+	}
+	req, err := http.NewRequestWithContext(ctx, method, loc.String(), rb)
+	if err != nil {
+		return nil, false, err
+	}
+	if body != nil {
+		req.ContentLength = -1
+	}
+	req.Header.Set("Content-Type", "application/octet-stream")
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err = repo.Client.Do(req)
+	if body != nil {
+		var werr error
+		if complete, werr = body.finish(); werr != nil {
+			// The writer's own error (a file that vanished) says more
+			// than the transport's.
+			err = werr
+		}
+	}
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, false, err
+	}
+	return resp, complete, nil
+}
+
+// withDigest is loc with ?digest=d, which closes an upload session.
+func withDigest(loc *url.URL, d digest.Digest) *url.URL {
+	u := *loc
+	q := u.Query()
+	q.Set("digest", d.String())
+	u.RawQuery = q.Encode()
+	return &u
+}
+
+func answeredEarly(repo *remote.Repository) error {
+	return fmt.Errorf("registry %s accepted the upload of a layer before it was all sent", repo.Reference.Host())
 }
 
 // location resolves the upload Location against the request, refusing a
