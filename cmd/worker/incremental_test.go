@@ -1,6 +1,8 @@
 package main
 
 import (
+	"archive/tar"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/registry"
+	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/hfserver"
@@ -295,6 +298,62 @@ func TestIncrementalGitCommit(t *testing.T) {
 	scratch, _ := run(t, job("git/scratch", "v2"))
 	if scratch.Digest != second.Digest {
 		t.Errorf("incremental push %s differs from a push from scratch %s", second.Digest, scratch.Digest)
+	}
+}
+
+// An HTTP download without a stated sha256 has no name before it is made,
+// so a re-run downloads it again; but the download's sha256 names its
+// files, so nothing the registry has is uploaded again, for a plain file
+// or an archive's files.
+func TestIncrementalHTTPWithoutSHA256(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	const size = 3 << 19 // over push's in-memory limit
+	weights := shard(5, size)
+	var archive bytes.Buffer
+	tw := tar.NewWriter(&archive)
+	for name, b := range map[string][]byte{"model/a.safetensors": shard(6, size), "model/b.safetensors": shard(7, size)} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(b)), Typeflag: tar.TypeReg})
+		tw.Write(b)
+	}
+	tw.Close()
+	var downloaded atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := weights
+		if strings.HasSuffix(r.URL.Path, ".tar") {
+			body = archive.Bytes()
+		}
+		downloaded.Add(int64(len(body)))
+		w.Write(body)
+	}))
+	defer srv.Close()
+	for _, file := range []string{"model.safetensors", "model.tar"} {
+		t.Run(file, func(t *testing.T) {
+			a := spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/" + file}},
+				Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: reg + "/http/" + strings.ReplaceAll(file, ".", "-"), Tag: "v1", PlainHTTP: true}}
+			var first result.Result
+			for run := range 2 {
+				up.Reset()
+				downloaded.Store(0)
+				code, res := runWorker(t, a)
+				if code != 0 || res.Failed() {
+					t.Fatalf("run %d: exit %d, error %+v", run, code, res.Error)
+				}
+				if downloaded.Load() == 0 {
+					t.Fatalf("run %d downloaded nothing", run)
+				}
+				if run == 0 {
+					first = res
+					if up.Uploaded() < size {
+						t.Fatalf("first run uploaded %d bytes", up.Uploaded())
+					}
+					continue
+				}
+				// The tag already names the same manifest: nothing at all.
+				if res.Digest != first.Digest || up.Uploaded() != 0 {
+					t.Errorf("re-run: digest %s (want %s), uploaded %d bytes (want none)", res.Digest, first.Digest, up.Uploaded())
+				}
+			}
+		})
 	}
 }
 

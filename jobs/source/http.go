@@ -15,6 +15,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/kitfile"
 )
 
 // fetchHTTP downloads one file, checks its sha256 if given, and extracts it
@@ -69,7 +70,32 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 			return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
 		}
 	}
-	return Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified}, nil
+	ids, err := httpFileIDs(root, name, sum, archiveKind(name) != "")
+	if err != nil {
+		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+	}
+	return Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified, FileIDs: ids}, nil
+}
+
+// httpFileIDs names the files of a download by its sha256, which the
+// download computed anyway: a plain file by its content's, a file from an
+// archive by the archive's (extraction is deterministic, and a layer's key
+// adds each file's path). Nothing names a download before it is made
+// (unless the spec states its sha256), so a re-run downloads again; with
+// these ids it uploads no layer the registry has.
+func httpFileIDs(root, name, sum string, archive bool) (map[string]string, error) {
+	if !archive {
+		return map[string]string{name: "sha256:" + sum}, nil
+	}
+	files, err := kitfile.List(root)
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]string{}
+	for _, f := range files {
+		ids[f.Path] = "in-archive:sha256:" + sum
+	}
+	return ids, nil
 }
 
 // download writes url to file and returns the hex sha256 of the bytes and

@@ -60,7 +60,9 @@ type Fetched struct {
 	// FileIDs names each file's content (by its path under Root) by the
 	// source's own identity: "sha256:<hex>" for a Hub LFS file,
 	// "gitblob:<sha1>" for another Hub file or any file of a Git
-	// checkout, "stat:…" for a volume file
+	// checkout, "sha256:<hex>" for an HTTP download and
+	// "in-archive:sha256:<hex>" for a file extracted from one (the
+	// archive's; the path tells the files apart), "stat:…" for a volume file
 	// (size, times, inode: what a change of content must change). Files
 	// missing from it have none.
 	FileIDs map[string]string
