@@ -154,6 +154,7 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		FileID:         fetched.FileID,
 		Previous:       prev,
 		Complete:       fetched.Complete,
+		Prehashed:      fetched.Prehashed,
 		InputKey:       inputKey,
 		BeforeManifest: keyReady,
 	})

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -67,5 +71,57 @@ func TestHuggingFaceHashedWhileDownloaded(t *testing.T) {
 	}
 	if !slices.Equal(fromHub, fromVolume) {
 		t.Errorf("layers from the Hub %v differ from the same files' from a volume %v", fromHub, fromVolume)
+	}
+}
+
+// A plain HTTP file of known length is hashed as its layer while it
+// downloads, and goes up in one PUT; without a length it is hashed while
+// sent. Either way the layer is the one a volume push of the file gives.
+func TestHTTPHashedWhileDownloaded(t *testing.T) {
+	reg, up := regtest.Proxy(t, regtest.Start(t))
+	body := shard(3, 3<<19)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "chunked") {
+			w.Write(body[:1])
+			w.(http.Flusher).Flush() // no Content-Length from here on
+			w.Write(body[1:])
+			return
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	}))
+	defer srv.Close()
+	vol := t.TempDir()
+	if err := os.WriteFile(filepath.Join(vol, "model.gguf"), body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvSourceVolumeDir, vol)
+	push := func(t *testing.T, src v1alpha1.ArtifactSource, repo string) (layer string, patches int64) {
+		t.Helper()
+		up.Reset()
+		code, res := runWorker(t, spec.Artifact{Source: src, Format: v1alpha1.FormatModelPack,
+			Target: spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}})
+		if code != 0 || res.Failed() {
+			t.Fatalf("exit %d, error %+v", code, res.Error)
+		}
+		r, _ := registry.Repository(reg+"/"+repo, registry.Options{PlainHTTP: true})
+		m := pushedManifest(t, r, res.Digest)
+		if len(m.Layers) != 1 {
+			t.Fatalf("%d layers, want 1", len(m.Layers))
+		}
+		return m.Layers[0].Digest.String(), up.Patches()
+	}
+	want, _ := push(t, v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc"}}, "http-pre/volume")
+	for _, tc := range []struct {
+		path    string
+		patches int64
+	}{{"/model.gguf", 0}, {"/chunked/model.gguf", 1}} {
+		got, patches := push(t, v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + tc.path}}, "http-pre"+strings.ReplaceAll(strings.TrimSuffix(tc.path, ".gguf"), "/", "-"))
+		if got != want {
+			t.Errorf("%s: layer %s, want the volume push's %s", tc.path, got, want)
+		}
+		if patches != tc.patches {
+			t.Errorf("%s: %d chunked uploads, want %d", tc.path, patches, tc.patches)
+		}
 	}
 }

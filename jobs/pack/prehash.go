@@ -18,6 +18,7 @@ import (
 // that Write uses, so the digest is that of Write's bytes for the same
 // items, or nothing.
 type Prehash struct {
+	items []Item
 	h     hash.Hash
 	n     counter
 	tw    *tar.Writer
@@ -43,7 +44,7 @@ func NewPrehash(items []Item) (p *Prehash, ok bool) {
 	if file < 0 {
 		return nil, false
 	}
-	p = &Prehash{h: sha256.New(), file: items[file], after: items[file+1:]}
+	p = &Prehash{items: items, h: sha256.New(), file: items[file], after: items[file+1:]}
 	p.n.w = p.h
 	p.tw = tar.NewWriter(&p.n)
 	for _, it := range items[:file+1] {
@@ -56,6 +57,21 @@ func NewPrehash(items []Item) (p *Prehash, ok bool) {
 
 // Name is the file whose bytes Write expects.
 func (p *Prehash) Name() string { return p.file.Name }
+
+// Matches reports whether items would be written with the very headers
+// this digest was started from, so that it is theirs.
+func (p *Prehash) Matches(items []Item) bool {
+	if len(items) != len(p.items) {
+		return false
+	}
+	for i, it := range items {
+		a, b := Header(it), Header(p.items[i])
+		if a.Name != b.Name || a.Mode != b.Mode || a.Typeflag != b.Typeflag || a.Size != b.Size || a.Uid != b.Uid || a.Gid != b.Gid {
+			return false
+		}
+	}
+	return true
+}
 
 // Write takes the file's next bytes. More than its size spoils the digest
 // (tar.Writer refuses them) but is no error to the writer: the download

@@ -105,5 +105,26 @@ func TestPrehash(t *testing.T) {
 		if d2, size2, ok2 := p.Sum(); d2 != d || size2 != size || !ok2 {
 			t.Errorf("%s: a second Sum gave %s %d %v", tc.rel, d2, size2, ok2)
 		}
+		if !p.Matches(items) {
+			t.Errorf("%s: does not match its own items", tc.rel)
+		}
+		for what, change := range map[string]func(*Item){
+			"mode": func(it *Item) { it.Mode = 0o600 },
+			"size": func(it *Item) { it.Size++ },
+			"name": func(it *Item) { it.Name += "x" },
+		} {
+			other := append([]Item(nil), items...)
+			for i := range other {
+				if !other[i].Dir {
+					change(&other[i]) // the file's: a folder's size is in no header
+				}
+			}
+			if p.Matches(other) {
+				t.Errorf("%s: matches items with another %s", tc.rel, what)
+			}
+		}
+		if p.Matches(items[1:]) && len(items) > 1 {
+			t.Errorf("%s: matches fewer items", tc.rel)
+		}
 	}
 }

@@ -74,6 +74,10 @@ type Options struct {
 	// only file, the writer to copy its downloaded bytes to: the layer is
 	// hashed then (pack.Prehash), and not again when it is pushed.
 	Complete func(ctx context.Context, names []string, tee func(name string) io.Writer) error
+	// Prehashed are layer digests the source computed while it fetched
+	// (source.Fetched.Prehashed); a layer whose headers one matches is
+	// pushed under it without hashing.
+	Prehashed []*pack.Prehash
 	// InputKey, if set, is recorded as AnnotationInput (see InputKey).
 	InputKey string
 }
@@ -243,16 +247,24 @@ type prehashes struct {
 	byName map[string]*pack.Prehash
 }
 
-// prehash picks the layers whose digest can be computed while their file
-// downloads: uncompressed (a compressed layer's digest is of bytes not
-// yet made), one file, and over the size packed in memory anyway.
+// prehash picks the layers whose digest the source computed already, or
+// can compute while their file downloads: uncompressed (a compressed
+// layer's digest is of bytes not yet made), one file, and over the size
+// packed in memory anyway.
 func prehash(plan []layerPlan, done []bool, o Options) prehashes {
 	p := prehashes{layers: map[int]*pack.Prehash{}, byName: map[string]*pack.Prehash{}}
-	if o.Complete == nil || (o.Compression != "" && o.Compression != v1alpha1.CompressionNone) {
+	if o.Compression != "" && o.Compression != v1alpha1.CompressionNone {
 		return p
 	}
 	for i, l := range plan {
 		if done[i] || small(l.items) {
+			continue
+		}
+		if j := slices.IndexFunc(o.Prehashed, func(h *pack.Prehash) bool { return h.Matches(l.items) }); j >= 0 {
+			p.layers[i] = o.Prehashed[j]
+			continue
+		}
+		if o.Complete == nil {
 			continue
 		}
 		if h, ok := pack.NewPrehash(l.items); ok {

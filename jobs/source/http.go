@@ -16,6 +16,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
+	"github.com/packline/packline/jobs/pack"
 )
 
 // fetchHTTP downloads one file, checks its sha256 if given, and extracts it
@@ -34,7 +35,21 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		return Fetched{}, err
 	}
 	file := filepath.Join(dl, name)
-	sum, modified, err := download(ctx, env.HTTP, s.URL, file)
+	var pre *pack.Prehash
+	sum, modified, err := download(ctx, env.HTTP, s.URL, file, func(size int64) io.Writer {
+		// A plain file is its own layer at the root, 0644 once settled:
+		// it is hashed as that layer while it downloads, so that pushing
+		// it hashes nothing (pack.Prehash). Its length must be known.
+		if archiveKind(name) != "" || size < 0 {
+			return nil
+		}
+		p, ok := pack.NewPrehash([]pack.Item{{Name: name, Size: size, Mode: 0o644}})
+		if !ok {
+			return nil
+		}
+		pre = p
+		return p
+	})
 	if err != nil {
 		return Fetched{}, err
 	}
@@ -74,7 +89,11 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 	if err != nil {
 		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
 	}
-	return Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified, FileIDs: ids}, nil
+	out := Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified, FileIDs: ids}
+	if pre != nil {
+		out.Prehashed = []*pack.Prehash{pre}
+	}
+	return out, nil
 }
 
 // httpFileIDs names the files of a download by its sha256, which the
@@ -99,8 +118,10 @@ func httpFileIDs(root, name, sum string, archive bool) (map[string]string, error
 }
 
 // download writes url to file and returns the hex sha256 of the bytes and
-// the server's Last-Modified time (zero if it sent none).
-func download(ctx context.Context, c *http.Client, rawURL, file string) (string, time.Time, error) {
+// the server's Last-Modified time (zero if it sent none). tee, given the
+// response's length (-1 if unknown), may name a writer that gets the bytes
+// too.
+func download(ctx context.Context, c *http.Client, rawURL, file string, tee func(size int64) io.Writer) (string, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return "", time.Time{}, failure.Permanent(failure.ReasonInvalidSpec, err)
@@ -119,7 +140,11 @@ func download(ctx context.Context, c *http.Client, rawURL, file string) (string,
 		return "", time.Time{}, err
 	}
 	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(f, h), resp.Body)
+	w := []io.Writer{f, h}
+	if t := tee(resp.ContentLength); t != nil {
+		w = append(w, t)
+	}
+	_, err = io.Copy(io.MultiWriter(w...), resp.Body)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

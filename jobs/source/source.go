@@ -15,6 +15,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/netx"
+	"github.com/packline/packline/jobs/pack"
 )
 
 // Env is where a fetch reads and writes. The worker fills it from
@@ -66,6 +67,10 @@ type Fetched struct {
 	// (size, times, inode: what a change of content must change). Files
 	// missing from it have none.
 	FileIDs map[string]string
+	// Prehashed are the digests of layers the fetch computed while it
+	// downloaded (a plain HTTP file, as the layer of that one file); the
+	// push uses one whose headers match a layer's (pack.Prehash.Matches).
+	Prehashed []*pack.Prehash
 	// Complete, set for a Lazy fetch, downloads the named files over
 	// their placeholders. Names that are no placeholder are ignored. tee,
 	// if set, names a writer for a file's bytes: a file downloaded whole
