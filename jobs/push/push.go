@@ -240,8 +240,9 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	return manifest, st, nil
 }
 
-// prehashes are the layers still to write whose one file a lazy source
-// downloads in this run, by plan index, and the same by file name.
+// prehashes are the layers still to write whose digest is known or will
+// be by the time they are written, by plan index; byName holds those a
+// lazy source's downloads are still to feed, by their file.
 type prehashes struct {
 	layers map[int]*pack.Prehash
 	byName map[string]*pack.Prehash
