@@ -203,6 +203,18 @@ func TestIncrementalHuggingFace(t *testing.T) {
 	})
 }
 
+// runUploaded runs the worker on a, which must succeed, and returns its
+// result and the bytes uploaded through the registry proxy.
+func runUploaded(t *testing.T, up *regtest.Counter, a spec.Artifact) (resultT, int64) {
+	t.Helper()
+	up.Reset()
+	code, res := runWorker(t, a)
+	if code != 0 || res.Failed() {
+		t.Fatalf("exit %d, error %+v", code, res.Error)
+	}
+	return resultT{Digest: res.Digest, Reference: res.Reference, Size: res.Size}, up.Uploaded()
+}
+
 type resultT struct {
 	Digest, Reference string
 	Size              int64
@@ -227,29 +239,20 @@ func TestIncrementalVolume(t *testing.T) {
 	t.Setenv(EnvSourceVolumeDir, vol)
 	a := spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
 		Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: reg + "/vol/model", Tag: "v1", PlainHTTP: true}}
-	run := func(t *testing.T) (string, int64, int64) {
-		t.Helper()
-		up.Reset()
-		code, res := runWorker(t, a)
-		if code != 0 || res.Failed() {
-			t.Fatalf("exit %d, error %+v", code, res.Error)
-		}
-		return res.Digest, res.Size, up.Uploaded()
-	}
-	first, _, u := run(t)
+	first, u := runUploaded(t, up, a)
 	if u < 2*size {
 		t.Fatalf("first run uploaded %d bytes", u)
 	}
-	again, _, u := run(t)
-	if again != first || u != 0 {
-		t.Errorf("unchanged volume: digest %s (want %s), uploaded %d bytes (want none)", again, first, u)
+	again, u := runUploaded(t, up, a)
+	if again.Digest != first.Digest || u != 0 {
+		t.Errorf("unchanged volume: digest %s (want %s), uploaded %d bytes (want none)", again.Digest, first.Digest, u)
 	}
 	if err := os.WriteFile(filepath.Join(vol, "m", "b.safetensors"), shard(9, size), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	third, _, u := run(t)
-	if third == first || u < size || u > size+16<<10 {
-		t.Errorf("one file rewritten: digest %s (first %s), uploaded %d bytes, want its layer (%d bytes and a few KiB)", third, first, u, size)
+	third, u := runUploaded(t, up, a)
+	if third.Digest == first.Digest || u < size || u > size+16<<10 {
+		t.Errorf("one file rewritten: digest %s (first %s), uploaded %d bytes, want its layer (%d bytes and a few KiB)", third.Digest, first.Digest, u, size)
 	}
 }
 
@@ -274,20 +277,11 @@ func TestIncrementalGitCommit(t *testing.T) {
 			Target:   spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true},
 			Previous: previous}
 	}
-	run := func(t *testing.T, a spec.Artifact) (resultT, int64) {
-		t.Helper()
-		up.Reset()
-		code, res := runWorker(t, a)
-		if code != 0 || res.Failed() {
-			t.Fatalf("exit %d, error %+v", code, res.Error)
-		}
-		return resultT{Digest: res.Digest, Reference: res.Reference, Size: res.Size}, up.Uploaded()
-	}
-	first, u := run(t, job("git/model", "v1"))
+	first, u := runUploaded(t, up, job("git/model", "v1"))
 	if u < 2*size {
 		t.Fatalf("first run uploaded %d bytes, want both files", u)
 	}
-	second, u := run(t, job("git/model", "v2", first.Reference))
+	second, u := runUploaded(t, up, job("git/model", "v2", first.Reference))
 	if second.Digest == first.Digest {
 		t.Fatal("a changed file gave the same digest")
 	}
@@ -295,7 +289,7 @@ func TestIncrementalGitCommit(t *testing.T) {
 	if u < size || u > size+16<<10 {
 		t.Errorf("new commit uploaded %d bytes, want the changed file's layer (%d bytes and a few KiB)", u, size)
 	}
-	scratch, _ := run(t, job("git/scratch", "v2"))
+	scratch, _ := runUploaded(t, up, job("git/scratch", "v2"))
 	if scratch.Digest != second.Digest {
 		t.Errorf("incremental push %s differs from a push from scratch %s", second.Digest, scratch.Digest)
 	}

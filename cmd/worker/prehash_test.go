@@ -43,26 +43,15 @@ func TestHuggingFaceHashedWhileDownloaded(t *testing.T) {
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
 
-	layers := func(t *testing.T, src v1alpha1.ArtifactSource, repo string) (digests []string, patches int64) {
-		t.Helper()
-		up.Reset()
-		code, res := runWorker(t, spec.Artifact{Source: src, Format: v1alpha1.FormatModelPack,
-			Target: spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}})
-		if code != 0 || res.Failed() {
-			t.Fatalf("exit %d, error %+v", code, res.Error)
+	layers := func(src v1alpha1.ArtifactSource, repo string) ([]string, int64) {
+		digests, patches, uploaded := pushedLayers(t, reg, up, src, repo)
+		if uploaded < 2*size {
+			t.Fatalf("uploaded %d bytes, want both shards", uploaded)
 		}
-		if up.Uploaded() < 2*size {
-			t.Fatalf("uploaded %d bytes, want both shards", up.Uploaded())
-		}
-		r, _ := registry.Repository(reg+"/"+repo, registry.Options{PlainHTTP: true})
-		for _, l := range pushedManifest(t, r, res.Digest).Layers {
-			digests = append(digests, l.Digest.String())
-		}
-		slices.Sort(digests)
-		return digests, up.Patches()
+		return digests, patches
 	}
-	fromHub, hubPatches := layers(t, v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/pre", Endpoint: hub.URL}}, "pre/hub")
-	fromVolume, volPatches := layers(t, v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc"}}, "pre/volume")
+	fromHub, hubPatches := layers(v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/pre", Endpoint: hub.URL}}, "pre/hub")
+	fromVolume, volPatches := layers(v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc"}}, "pre/volume")
 	if hubPatches != 0 {
 		t.Errorf("the Hub import sent %d chunked uploads, want none: every big layer's digest was known", hubPatches)
 	}
@@ -96,27 +85,19 @@ func TestHTTPHashedWhileDownloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
-	push := func(t *testing.T, src v1alpha1.ArtifactSource, repo string) (layer string, patches int64) {
-		t.Helper()
-		up.Reset()
-		code, res := runWorker(t, spec.Artifact{Source: src, Format: v1alpha1.FormatModelPack,
-			Target: spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}})
-		if code != 0 || res.Failed() {
-			t.Fatalf("exit %d, error %+v", code, res.Error)
+	push := func(src v1alpha1.ArtifactSource, repo string) (string, int64) {
+		digests, patches, _ := pushedLayers(t, reg, up, src, repo)
+		if len(digests) != 1 {
+			t.Fatalf("%d layers, want 1", len(digests))
 		}
-		r, _ := registry.Repository(reg+"/"+repo, registry.Options{PlainHTTP: true})
-		m := pushedManifest(t, r, res.Digest)
-		if len(m.Layers) != 1 {
-			t.Fatalf("%d layers, want 1", len(m.Layers))
-		}
-		return m.Layers[0].Digest.String(), up.Patches()
+		return digests[0], patches
 	}
-	want, _ := push(t, v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc"}}, "http-pre/volume")
+	want, _ := push(v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc"}}, "http-pre/volume")
 	for _, tc := range []struct {
 		path    string
 		patches int64
 	}{{"/model.gguf", 0}, {"/chunked/model.gguf", 1}} {
-		got, patches := push(t, v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + tc.path}}, "http-pre"+strings.ReplaceAll(strings.TrimSuffix(tc.path, ".gguf"), "/", "-"))
+		got, patches := push(v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + tc.path}}, "http-pre"+strings.ReplaceAll(strings.TrimSuffix(tc.path, ".gguf"), "/", "-"))
 		if got != want {
 			t.Errorf("%s: layer %s, want the volume push's %s", tc.path, got, want)
 		}
@@ -124,4 +105,23 @@ func TestHTTPHashedWhileDownloaded(t *testing.T) {
 			t.Errorf("%s: %d chunked uploads, want %d", tc.path, patches, tc.patches)
 		}
 	}
+}
+
+// pushedLayers runs the worker from src to reg/repo as a ModelPack and
+// returns the manifest's layer digests (sorted), and the chunked uploads
+// and bytes the proxy saw.
+func pushedLayers(t *testing.T, reg string, up *regtest.Counter, src v1alpha1.ArtifactSource, repo string) (digests []string, patches, uploaded int64) {
+	t.Helper()
+	up.Reset()
+	code, res := runWorker(t, spec.Artifact{Source: src, Format: v1alpha1.FormatModelPack,
+		Target: spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}})
+	if code != 0 || res.Failed() {
+		t.Fatalf("exit %d, error %+v", code, res.Error)
+	}
+	r, _ := registry.Repository(reg+"/"+repo, registry.Options{PlainHTTP: true})
+	for _, l := range pushedManifest(t, r, res.Digest).Layers {
+		digests = append(digests, l.Digest.String())
+	}
+	slices.Sort(digests)
+	return digests, up.Patches(), up.Uploaded()
 }

@@ -324,7 +324,8 @@ func teeFiles(root string, names []string, tee func(string) io.Writer) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.CopyBuffer(w, onlyReader{f}, buf)
+		// Without its WriterTo, so that the copy goes by buf.
+		_, err = io.CopyBuffer(w, struct{ io.Reader }{f}, buf)
 		f.Close()
 		if err != nil {
 			return err
@@ -332,9 +333,6 @@ func teeFiles(root string, names []string, tee func(string) io.Writer) error {
 	}
 	return nil
 }
-
-// onlyReader hides *os.File's WriterTo.
-type onlyReader struct{ io.Reader }
 
 // cost is one push's wall time and the CPU it took on each side.
 type cost struct{ wall, client, registry time.Duration }
