@@ -72,7 +72,7 @@ func runArtifact(ctx context.Context) result.Result {
 		res, err = artifact(ctx, a, repo, func() error { _, err := waitSigner(); return err })
 	}
 	return signedResult(ctx, waitSigner, repo, a.Target.Repository, res, err, func(revision string) sign.Provenance {
-		return artifactProvenance(a, revision, started)
+		return artifactProvenance(a, revision, os.Getenv(spec.EnvHFEndpoint), started)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/sign"
+	"github.com/packline/packline/jobs/source"
 	"github.com/packline/packline/jobs/spec"
 )
 
@@ -24,41 +25,32 @@ var gitCommitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // artifactProvenance says what an Artifact run built from: the source as
 // written (external) and as resolved (revision), and the resource.
-func artifactProvenance(a spec.Artifact, revision string, started time.Time) sign.Provenance {
+// hfEndpoint is the worker's HF_ENDPOINT, which a spec without an endpoint
+// fetches from.
+func artifactProvenance(a spec.Artifact, revision, hfEndpoint string, started time.Time) sign.Provenance {
 	ext := map[string]any{
-		"format": string(a.Format),
-		"target": map[string]any{"repository": a.Target.Repository, "tag": a.Target.Tag},
+		"format":      string(a.Format),
+		"compression": firstNonEmpty(string(a.Compression), string(v1alpha1.CompressionNone)),
+		"target":      map[string]any{"repository": a.Target.Repository, "tag": a.Target.Tag},
 	}
 	if a.Kitfile != "" {
 		ext["kitfileSha256"] = sha256Hex([]byte(a.Kitfile))
 	}
+	if len(a.Annotations) > 0 {
+		ann := map[string]any{}
+		for k, v := range a.Annotations {
+			ann[k] = v
+		}
+		ext["annotations"] = ann
+	}
+	ns := ""
 	if a.Signing != nil {
 		ext["resource"] = resourceParams(a.Signing.Resource)
+		ns = a.Signing.Resource.Namespace
 	}
-	var dep sign.Dependency
-	src := a.Source
-	switch {
-	case src.HuggingFace != nil:
-		endpoint := strings.TrimSuffix(firstNonEmpty(src.HuggingFace.Endpoint, "https://huggingface.co"), "/")
-		ext["source"] = map[string]any{"huggingFace": map[string]any{"repo": src.HuggingFace.Repo, "revision": src.HuggingFace.Revision}}
-		dep = sign.Dependency{Name: src.HuggingFace.Repo, URI: cleanURL(endpoint) + "/" + src.HuggingFace.Repo, Digest: revisionDigest(revision)}
-	case src.Git != nil:
-		ext["source"] = map[string]any{"git": map[string]any{"url": cleanURL(src.Git.URL), "ref": src.Git.Ref, "path": src.Git.Path}}
-		dep = sign.Dependency{URI: "git+" + cleanURL(src.Git.URL) + "@" + src.Git.Ref, Digest: revisionDigest(revision)}
-	case src.HTTP != nil:
-		ext["source"] = map[string]any{"http": map[string]any{"url": cleanURL(src.HTTP.URL)}}
-		dep = sign.Dependency{URI: cleanURL(src.HTTP.URL), Digest: revisionDigest(revision)}
-	case src.OCI != nil:
-		ext["source"] = map[string]any{"oci": map[string]any{"reference": src.OCI.Reference}}
-		dep = sign.Dependency{URI: "oci://" + src.OCI.Reference, Digest: revisionDigest(revision)}
-	case src.Volume != nil:
-		ext["source"] = map[string]any{"volume": map[string]any{"claimName": src.Volume.ClaimName, "path": src.Volume.Path}}
-		ns := ""
-		if a.Signing != nil {
-			ns = a.Signing.Resource.Namespace
-		}
-		dep = sign.Dependency{URI: "pvc://" + ns + "/" + src.Volume.ClaimName + "/" + src.Volume.Path, Digest: revisionDigest(revision)}
-	}
+	src, dep := sourceParams(a.Source, hfEndpoint, ns)
+	ext["source"] = src
+	dep.Digest = revisionDigest(revision)
 	p := sign.Provenance{BuildType: BuildTypeArtifact, External: ext, StartedOn: started}
 	if dep.URI != "" {
 		p.Resolved = []sign.Dependency{dep}
@@ -66,12 +58,62 @@ func artifactProvenance(a spec.Artifact, revision string, started time.Time) sig
 	return builderProvenance(p)
 }
 
+// sourceParams are an Artifact source's parameters, each field that
+// decides what is fetched (so two sources that can give other content never
+// give the same parameters), and the resolved dependency it names. URLs
+// lose their user info, query and fragment; Secret references are left
+// out, as they name credentials, not content. ns is the resource's
+// namespace, the PVC's.
+func sourceParams(src v1alpha1.ArtifactSource, hfEndpoint, ns string) (map[string]any, sign.Dependency) {
+	switch {
+	case src.HuggingFace != nil:
+		hf := src.HuggingFace
+		// As the fetch picks it (source.fetchHF).
+		endpoint := strings.TrimRight(cleanURL(firstNonEmpty(hf.Endpoint, hfEndpoint, source.DefaultHFEndpoint)), "/")
+		p := map[string]any{"repo": hf.Repo, "revision": hf.Revision, "endpoint": endpoint}
+		setList(p, "include", hf.Include)
+		setList(p, "exclude", hf.Exclude)
+		return map[string]any{"huggingFace": p}, sign.Dependency{Name: hf.Repo, URI: endpoint + "/" + hf.Repo}
+	case src.Git != nil:
+		p := map[string]any{"url": cleanURL(src.Git.URL), "ref": src.Git.Ref, "path": src.Git.Path}
+		return map[string]any{"git": p}, sign.Dependency{URI: "git+" + cleanURL(src.Git.URL) + "@" + src.Git.Ref}
+	case src.HTTP != nil:
+		p := map[string]any{"url": cleanURL(src.HTTP.URL)}
+		if src.HTTP.SHA256 != "" {
+			p["sha256"] = src.HTTP.SHA256
+		}
+		return map[string]any{"http": p}, sign.Dependency{URI: cleanURL(src.HTTP.URL)}
+	case src.OCI != nil:
+		p := map[string]any{"reference": src.OCI.Reference}
+		if src.OCI.PlainHTTP {
+			p["plainHTTP"] = true
+		}
+		return map[string]any{"oci": p}, sign.Dependency{URI: "oci://" + src.OCI.Reference}
+	case src.Volume != nil:
+		p := map[string]any{"claimName": src.Volume.ClaimName, "path": src.Volume.Path}
+		return map[string]any{"volume": p}, sign.Dependency{URI: "pvc://" + ns + "/" + src.Volume.ClaimName + "/" + src.Volume.Path}
+	}
+	return map[string]any{}, sign.Dependency{}
+}
+
+// setList sets m[k] to vals as a JSON list, when there are any.
+func setList(m map[string]any, k string, vals []string) {
+	if len(vals) == 0 {
+		return
+	}
+	l := make([]any, len(vals))
+	for i, v := range vals {
+		l[i] = v
+	}
+	m[k] = l
+}
+
 // claimProvenance says what a Claim render built from: the template's
 // repository at its commit, the values (by hash: they are the user's, and
 // the manifests hold them anyway), the exposure and the profile.
 func claimProvenance(c spec.Claim, commit string, started time.Time) sign.Provenance {
 	ext := map[string]any{
-		"exposure": firstNonEmpty(string(c.Exposure.Type), string(v1alpha1.ExposureClusterIP)),
+		"exposure": exposureParams(c.Exposure),
 		"target":   map[string]any{"repository": c.Target.Repository, "tag": c.Target.Tag},
 	}
 	var values []byte
@@ -94,6 +136,19 @@ func claimProvenance(c spec.Claim, commit string, started time.Time) sign.Proven
 		Resolved: []sign.Dependency{{URI: "git+" + cleanURL(src.URL) + "@" + src.Ref, Digest: revisionDigest(commit)}},
 	}
 	return builderProvenance(p)
+}
+
+// exposureParams is the exposure as rendered: its type (ClusterIP by
+// default), and the node port or host when the Claim names one.
+func exposureParams(e v1alpha1.Exposure) map[string]any {
+	p := map[string]any{"type": firstNonEmpty(string(e.Type), string(v1alpha1.ExposureClusterIP))}
+	if e.NodePort != nil {
+		p["nodePort"] = float64(*e.NodePort)
+	}
+	if e.Host != "" {
+		p["host"] = e.Host
+	}
+	return p
 }
 
 func resourceParams(r spec.Resource) map[string]any {

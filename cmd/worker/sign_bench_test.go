@@ -90,7 +90,7 @@ func BenchmarkSigningOverhead(b *testing.B) {
 			signer, _ := waitSigner()
 
 			start = time.Now()
-			signed := signPushed(ctx, signer, repo, a.Target.Repository, res, artifactProvenance(a, res.SourceRevision, start))
+			signed := signPushed(ctx, signer, repo, a.Target.Repository, res, artifactProvenance(a, res.SourceRevision, "", start))
 			if signed.Failed() {
 				b.Fatal(signed.Error.Message)
 			}
