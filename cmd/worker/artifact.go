@@ -152,6 +152,7 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		Stated:         stated,
 		Log:            os.Stderr,
 		FileID:         fetched.FileID,
+		LocalFileIDs:   fetched.LocalIDs,
 		Previous:       prev,
 		Complete:       fetched.Complete,
 		Prehashed:      fetched.Prehashed,

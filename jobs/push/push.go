@@ -65,6 +65,11 @@ type Options struct {
 	// (AnnotationLayerKeys) and a layer whose key an earlier push holds
 	// (Previous) is not written again.
 	FileID func(name string) (string, bool)
+	// LocalFileIDs says FileID names files by where they lie, not by
+	// their content (a volume's stat fingerprints): the keys then go in a
+	// side manifest (KeysTag), never in the pushed one, whose digest
+	// must follow content only.
+	LocalFileIDs bool
 	// Previous holds earlier pushes' layers by key (LoadPrevious).
 	Previous *Previous
 	// Complete, if set, is called once, before any layer is written, with
@@ -224,8 +229,12 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	if o.InputKey != "" {
 		o.Annotations = withAnnotation(o.Annotations, AnnotationInput, o.InputKey)
 	}
+	notes := ""
 	if slices.ContainsFunc(keys, func(k string) bool { return k != "" }) {
-		o.Annotations = withLayerKeys(o.Annotations, keys, layers, diffIDs)
+		notes = layerNotes(keys, layers, diffIDs)
+		if !o.LocalFileIDs {
+			o.Annotations = withAnnotation(o.Annotations, AnnotationLayerKeys, notes)
+		}
 	}
 	if o.BeforeManifest != nil {
 		if err := o.BeforeManifest(); err != nil {
@@ -236,6 +245,12 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	manifest, err := buildManifest(ctx, repo, kf, plan, layers, diffIDs, o)
 	if err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
+	}
+	if o.LocalFileIDs && notes != "" {
+		// Without them the next run reads every file again; nothing else.
+		if err := pushSideKeys(ctx, repo, manifest.Digest, notes); err != nil {
+			logf("warning: layer keys not saved as %s: %v\n", KeysTag(manifest.Digest), err)
+		}
 	}
 	return manifest, st, nil
 }
@@ -316,8 +331,8 @@ func withAnnotation(a map[string]string, k, v string) map[string]string {
 	return out
 }
 
-// withLayerKeys returns a copy of a with AnnotationLayerKeys set.
-func withLayerKeys(a map[string]string, keys []string, layers []ocispec.Descriptor, diffIDs []digest.Digest) map[string]string {
+// layerNotes is the JSON of AnnotationLayerKeys.
+func layerNotes(keys []string, layers []ocispec.Descriptor, diffIDs []digest.Digest) string {
 	notes := make([]layerKeyNote, len(keys))
 	for i, k := range keys {
 		notes[i].Key = k
@@ -326,11 +341,7 @@ func withLayerKeys(a map[string]string, keys []string, layers []ocispec.Descript
 		}
 	}
 	b, _ := json.Marshal(notes)
-	out := map[string]string{AnnotationLayerKeys: string(b)}
-	for k, v := range a {
-		out[k] = v
-	}
-	return out
+	return string(b)
 }
 
 // pushLayer uploads one layer unless the cache knows its digest and the

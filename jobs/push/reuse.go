@@ -27,7 +27,10 @@ import (
 // manifest's layers, each {"key": hex, "diffID": digest} (diffID only when
 // the layer is compressed; key empty when a file had no identity). The
 // layers themselves stay byte-identical to kit's; only the manifest
-// carries this.
+// carries this, and only when the keys name content (a Hub sha256, a Git
+// blob id, an HTTP sha256): keys from a volume's stat fingerprints go in
+// a side manifest with the same annotation (see KeysTag), so that the
+// pushed digest follows content only.
 const AnnotationLayerKeys = "dev.packline.layer-keys"
 
 // AnnotationInput is the manifest annotation naming everything a push was
@@ -174,8 +177,15 @@ func (p *Previous) read(ctx context.Context, repo *remote.Repository, reference 
 	if !slices.Contains(p.Found, found) {
 		p.Found = append(p.Found, found)
 	}
+	raw, ok := m.Annotations[AnnotationLayerKeys]
+	if !ok {
+		// Keys from stat fingerprints live beside the manifest (sidekeys.go).
+		if raw, err = readSideKeys(ctx, repo, desc.Digest); err != nil {
+			return err
+		}
+	}
 	var notes []layerKeyNote
-	if json.Unmarshal([]byte(m.Annotations[AnnotationLayerKeys]), &notes) != nil || len(notes) != len(m.Layers) {
+	if json.Unmarshal([]byte(raw), &notes) != nil || len(notes) != len(m.Layers) {
 		return nil
 	}
 	for i, n := range notes {

@@ -88,3 +88,42 @@ func TestLoadPreviousStaysOnTheRegistry(t *testing.T) {
 		t.Fatalf("missing tag: %v %v", p.Found, err)
 	}
 }
+
+// Keys from local file ids (a volume's stat fingerprints) never shape the
+// pushed manifest: the same files with other local ids give the same
+// digest. They are kept in the side manifest, where LoadPrevious finds
+// them, so a re-push with the same ids writes no layer.
+func TestLocalKeysStayBesideTheManifest(t *testing.T) {
+	host := regtest.Start(t)
+	root := t.TempDir()
+	writeTree(t, root, modelFiles)
+	sameTimes(t, root)
+	ids := func(gen string) func(string) (string, bool) {
+		return func(name string) (string, bool) { return "stat:" + gen + ":" + name, true }
+	}
+	repo := repoAt(t, host, "local/model", registry.Options{})
+	first, _, err := pushTree(t, repo, root, Options{Tag: "v1", FileID: ids("1"), LocalFileIDs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := LoadPrevious(t.Context(), repo, "v1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prev.layers) == 0 {
+		t.Fatalf("no layer keys found beside %s", first)
+	}
+	again, st, err := pushTree(t, repo, root, Options{Tag: "v1", FileID: ids("1"), LocalFileIDs: true, Previous: prev})
+	if err != nil || again != first || st.Skipped != st.Layers || st.Uploaded != 0 {
+		t.Fatalf("re-push: %s (want %s), %+v, %v: want every layer skipped", again, first, st, err)
+	}
+	moved, _, err := pushTree(t, repo, root, Options{Tag: "v1", FileID: ids("2"), LocalFileIDs: true, Previous: prev})
+	if err != nil || moved != first {
+		t.Fatalf("other local ids: %s (want %s), %v", moved, first, err)
+	}
+	// Content ids stay in the manifest, as before (HTTP, Git, Hub).
+	content, _, err := pushTree(t, repoAt(t, host, "local/content", registry.Options{}), root, Options{Tag: "v1", FileID: ids("1")})
+	if err != nil || content == first {
+		t.Fatalf("content ids: %s, %v: want a manifest with the keys, not %s", content, err, first)
+	}
+}

@@ -67,6 +67,11 @@ type Fetched struct {
 	// (size, times, inode: what a change of content must change). Files
 	// missing from it have none.
 	FileIDs map[string]string
+	// LocalIDs says FileIDs name files by where they lie (a volume's stat
+	// fingerprints), not by content: a copy of the same files gets other
+	// ids, so they must stay out of the pushed manifest
+	// (push.Options.LocalFileIDs).
+	LocalIDs bool
 	// Prehashed are the digests of layers the fetch computed while it
 	// downloaded (a plain HTTP file, as the layer of that one file); the
 	// push uses one whose headers match a layer's (pack.Prehash.Matches).

@@ -21,7 +21,9 @@ import (
 // revision would double the work. For the same reason each file's identity
 // (FileIDs, which lets a re-run skip layers the registry has) is its stat
 // fingerprint, not a hash: a re-run of an unchanged volume reads nothing,
-// and a first run still reads every byte once, while uploading it.
+// and a first run still reads every byte once, while uploading it. Those
+// ids are local (a `cp -a` copy gets others), so they never reach the
+// pushed manifest (LocalIDs): the digest follows content only.
 func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 	p := path.Clean("/" + filepath.ToSlash(v.Path))
 	if strings.Contains(v.Path, "..") && p == "/" {
@@ -69,5 +71,5 @@ func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 		name = path.Base(p)
 	}
 	// A volume is packed in place: modes and times are the files' own.
-	return Fetched{Root: root, Revision: fmt.Sprintf("listing:sha256:%x", h.Sum(nil)), Name: name, Time: newest, FileIDs: ids}, nil
+	return Fetched{Root: root, Revision: fmt.Sprintf("listing:sha256:%x", h.Sum(nil)), Name: name, Time: newest, FileIDs: ids, LocalIDs: true}, nil
 }
