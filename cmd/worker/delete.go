@@ -7,10 +7,12 @@ import (
 	"log"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
@@ -61,7 +63,21 @@ func deleteArtifact(ctx context.Context, d spec.Delete) (result.Result, error) {
 		return result.Result{}, failure.Registry(err)
 	}
 	log.Printf("deleted %s", d.Reference)
+	deleteSideKeys(ctx, repo, desc.Digest)
 	return done, nil
+}
+
+// deleteSideKeys removes the layer keys kept beside a deleted manifest
+// (push.KeysTag; a volume's), which nothing reads any more. Leaving them
+// costs only a tag, so a failure is logged, not returned.
+func deleteSideKeys(ctx context.Context, repo *remote.Repository, subject digest.Digest) {
+	side, err := repo.Resolve(ctx, push.KeysTag(subject))
+	if err != nil {
+		return // none (not a volume's), or the registry will not say
+	}
+	if err := repo.Delete(ctx, side); err != nil && !errors.Is(err, errdef.ErrNotFound) {
+		log.Printf("layer keys %s not deleted: %v", push.KeysTag(subject), err)
+	}
 }
 
 // pushedRepository splits a status reference ("<repository>@sha256:…") and

@@ -6,7 +6,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/packline/packline/api/v1alpha1"
+	jobspush "github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
@@ -52,6 +55,10 @@ func TestDeleteOnRealRegistry(t *testing.T) {
 	}
 	if exists(first.Digest) || exists("v1") {
 		t.Fatal("manifest still resolvable after delete")
+	}
+	// The volume's layer keys, kept beside it, go with it.
+	if exists(jobspush.KeysTag(digest.Digest(first.Digest))) {
+		t.Error("the layer keys beside the deleted manifest are still there")
 	}
 	// Deleting again is a success: the goal state holds.
 	if code, res := runDeleteWorker(t, spec.Delete{Reference: first.Reference, Target: target}); code != 0 {
