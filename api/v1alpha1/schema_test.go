@@ -149,6 +149,22 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"profile zero workspace", typed(t, profile("wszero", nil).WorkspaceSize("0").Obj()), "spec.workspaceSize"},
 		{"artifact signed", obj(t, artifactYAML("signed", "  source: {huggingFace: {repo: a/b}}\n"+target+"  signing: {keySecretRef: {name: cosign}}\n")), ""},
 		{"artifact signing without a Secret name", obj(t, artifactYAML("signed-noname", "  source: {huggingFace: {repo: a/b}}\n"+target+"  signing: {keySecretRef: {}}\n")), "spec.signing.keySecretRef.name"},
+		// Every Duration is checked by CEL, as Flux checks the ones it gets:
+		// a value metav1.Duration cannot decode would stop the manager's
+		// cache, and one Flux refuses would fail the delivery later.
+		{"claim flux interval not a duration", obj(t, claimYAML("d1", "  templateRef: {name: a}\n  delivery: {flux: {interval: soon}}\n")), "spec.delivery.flux.interval"},
+		{"claim flux interval negative", obj(t, claimYAML("d2", "  templateRef: {name: a}\n  delivery: {flux: {interval: -5m}}\n")), "spec.delivery.flux.interval"},
+		{"claim flux interval zero", obj(t, claimYAML("d3", "  templateRef: {name: a}\n  delivery: {flux: {interval: 0s}}\n")), "spec.delivery.flux.interval"},
+		{"claim flux timeout zero", obj(t, claimYAML("d4", "  templateRef: {name: a}\n  delivery: {flux: {timeout: 0s}}\n")), "spec.delivery.flux.timeout"},
+		{"claim flux timeout 1ns", obj(t, claimYAML("d5", "  templateRef: {name: a}\n  delivery: {flux: {timeout: 1ns}}\n")), "spec.delivery.flux.timeout"},
+		{"claim flux durations valid", obj(t, claimYAML("d6", "  templateRef: {name: a}\n  delivery: {flux: {timeout: 90s, interval: 1h30m}}\n")), ""},
+		{"profile flux interval not a duration", obj(t, profileYAML("d7", "  namespaceSelector: {}\n  delivery: {flux: {interval: soon}}\n")), "spec.delivery.flux.interval"},
+		{"profile flux interval negative", obj(t, profileYAML("d8", "  namespaceSelector: {}\n  delivery: {flux: {interval: -1m}}\n")), "spec.delivery.flux.interval"},
+		{"profile flux timeout zero", obj(t, profileYAML("d9", "  namespaceSelector: {}\n  delivery: {flux: {timeout: 0s}}\n")), "spec.delivery.flux.timeout"},
+		{"profile flux durations valid", obj(t, profileYAML("d10", "  namespaceSelector: {}\n  delivery: {flux: {timeout: 2m, interval: 500ms}}\n")), ""},
+		{"artifact timeout not a duration", obj(t, artifactYAML("d11", "  source: {huggingFace: {repo: a/b}}\n"+target+"  timeout: soon\n")), "spec.timeout"},
+		{"artifact verifyInterval not a duration", obj(t, artifactYAML("d12", "  source: {huggingFace: {repo: a/b}}\n"+target+"  verifyInterval: soon\n")), "spec.verifyInterval"},
+		{"claim timeout not a duration", obj(t, claimYAML("d13", "  templateRef: {name: a}\n  timeout: soon\n")), "spec.timeout"},
 		{"profile signing without a Secret name", obj(t, profileYAML("signed-noname", "  namespaceSelector: {}\n  signing: {keySecretRef: {name: ''}}\n")), "spec.signing.keySecretRef.name"},
 	}
 	for _, tc := range cases {

@@ -1,0 +1,135 @@
+package controllers_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/test/wrappers"
+)
+
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// storeUnvalidated writes obj although the CRD now refuses it, the way an
+// object written under an older CRD is stored: the field's CEL rules are
+// taken off the CRD, obj is created, and the CRD is put back.
+func storeUnvalidated(t *testing.T, crdName string, field []string, obj *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(crdGVK)
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: crdName}, crd); err != nil {
+		t.Fatal(err)
+	}
+	original := crd.DeepCopy()
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	v0 := versions[0].(map[string]any)
+	path := []string{"schema", "openAPIV3Schema"}
+	for _, f := range field {
+		path = append(path, "properties", f)
+	}
+	if _, found, _ := unstructured.NestedMap(v0, path...); !found {
+		t.Fatalf("no schema at %v", path)
+	}
+	unstructured.RemoveNestedField(v0, append(path, "x-kubernetes-validations")...)
+	versions[0] = v0
+	if err := unstructured.SetNestedSlice(crd.Object, versions, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Update(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	restore := func(g Gomega) {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(crdGVK)
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: crdName}, cur)).To(Succeed())
+		spec, _, _ := unstructured.NestedMap(original.Object, "spec")
+		g.Expect(unstructured.SetNestedMap(cur.Object, spec, "spec")).To(Succeed())
+		g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	}
+	// The apiserver takes the new schema in asynchronously.
+	eventually(t, func(g Gomega) { g.Expect(env.Client.Create(ctx, obj.DeepCopy())).To(Succeed()) })
+	eventually(t, restore)
+	// And the rule is back: the same object is refused again.
+	probe := obj.DeepCopy()
+	probe.SetName(obj.GetName() + "-probe")
+	eventually(t, func(g Gomega) {
+		g.Expect(env.Client.Create(ctx, probe, client.DryRunAll)).NotTo(Succeed())
+	})
+}
+
+// One stored EnvironmentProfile that does not decode (`interval: soon`,
+// written before the CRD refused it) used to stop the profile informer:
+// the manager never synced its cache and exited after two minutes. Now the
+// manager starts, serves the other profiles and Claims, reports the bad
+// one with an event naming the field, and picks it up once it is fixed.
+func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "packline.dev/v1alpha1", "kind": "EnvironmentProfile",
+		"metadata": map[string]any{"name": ns + "-soon"},
+		"spec": map[string]any{
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"undecodable-test": ns}},
+			"delivery":          map[string]any{"flux": map[string]any{"interval": "soon"}},
+		},
+	}}
+	storeUnvalidated(t, "environmentprofiles.packline.dev", []string{"spec", "delivery", "flux", "interval"}, bad)
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, bad) })
+	// The typed client cannot read it: this is what broke the informer.
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: bad.GetName()}, &v1alpha1.EnvironmentProfile{}); err == nil {
+		t.Fatal("the stored profile decodes; the test shows nothing")
+	}
+	good := wrappers.MakeEnvironmentProfile(ns+"-good", map[string]string{"kubernetes.io/metadata.name": ns}).StorageClass("fast").Obj()
+	create(t, good)
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+	create(t, wrappers.MakeClaim("c", ns, ns+"-tpl").Obj())
+
+	startManager(t)
+	eventually(t, func(g Gomega) {
+		got := &v1alpha1.EnvironmentProfile{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(good), got)).To(Succeed())
+		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+	})
+	waitJob(t, ns, "c", 1, 1)
+	eventually(t, func(g Gomega) {
+		evs := &eventsv1.EventList{}
+		g.Expect(env.Client.List(ctx, evs, client.InNamespace("default"))).To(Succeed())
+		var notes []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "EnvironmentProfile" && e.Regarding.Name == bad.GetName() && e.Reason == controllers.ReasonUndecodable {
+				notes = append(notes, e.Note)
+			}
+		}
+		g.Expect(notes).To(ContainElement(And(
+			ContainSubstring(`spec.delivery.flux.interval: time: invalid duration "soon"`),
+			ContainSubstring("the manager ignores it until it is fixed"))))
+	})
+
+	// Fixed, the profile is served like any other.
+	eventually(t, func(g Gomega) {
+		cur := &unstructured.Unstructured{}
+		cur.SetGroupVersionKind(bad.GroupVersionKind())
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: bad.GetName()}, cur)).To(Succeed())
+		g.Expect(unstructured.SetNestedField(cur.Object, "10m", "spec", "delivery", "flux", "interval")).To(Succeed())
+		g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
+	})
+	eventually(t, func(g Gomega) {
+		got := &v1alpha1.EnvironmentProfile{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: bad.GetName()}, got)).To(Succeed())
+		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+	})
+}
