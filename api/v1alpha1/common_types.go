@@ -13,7 +13,7 @@ type Target struct {
 	// On a Claim it may be left empty to use the template's repository prefix.
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(\\\\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\\\\.|_|__|-+)[a-z0-9]+)*)+$')",message="repository must be <registry>/<path> in lower case, without tag, digest or credentials, for example registry.example.com/team/model",reason=FieldValueForbidden
 	Repository string `json:"repository,omitempty"`
 
 	// tag is the tag to push. The digest in status is the immutable reference;
