@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -49,6 +50,37 @@ func TestValidateProfile(t *testing.T) {
 				t.Fatalf("valid profile refused: %v", err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("error = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// `{"$patch": "delete"}` as the value of a Field binding used to reach the
+// render and stall with a Kustomize-internal message; it is refused at
+// admission (Violations is what the webhook runs), naming where it is.
+func TestFieldValuesRefusePatchDirectives(t *testing.T) {
+	tpl := &v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: v1alpha1.ClaimTemplateSpec{Parameters: []v1alpha1.ParameterBinding{
+		{Value: "affinity", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "app"}, FieldPath: "/spec/template/spec/affinity"},
+		{Value: "image", Kind: v1alpha1.BindingImage, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "app"}},
+	}}}
+	claim := func(values string) *v1alpha1.Claim {
+		return &v1alpha1.Claim{Spec: v1alpha1.ClaimSpec{Values: &apiextensionsv1.JSON{Raw: []byte(values)}}}
+	}
+	cases := []struct{ name, values, want string }{
+		{"plain object", `{"affinity":{"nodeAffinity":{"x":[1,2]}}}`, ""},
+		{"directive at the top", `{"affinity":{"$patch":"delete"}}`, `spec.values.affinity.$patch: "$patch" is a Kustomize patch directive, not a value; spec.parameters[0] of ClaimTemplate web writes this value into Deployment app at /spec/template/spec/affinity`},
+		{"directive deep in a list", `{"affinity":{"a":[{"b":1},{"$setElementOrder/containers":[]}]}}`, `spec.values.affinity.a[1].$setElementOrder/containers`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			for _, v := range Violations(claim(tc.values), tpl, nil) {
+				if v.Reason == ReasonInvalidValues {
+					got = v.Err.Error()
+				}
+			}
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Fatalf("violation %q, want %q", got, tc.want)
 			}
 		})
 	}

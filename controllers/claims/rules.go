@@ -193,6 +193,7 @@ func Violations(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[str
 		add(ReasonInvalidValues, ValidateValues(schema, c.Spec.Values))
 	}
 	add(ReasonInvalidValues, ImageValues(c, tpl))
+	add(ReasonInvalidValues, FieldValues(c, tpl))
 	if tpl.Spec.Private() {
 		add(ReasonTargetNotAllowed, PrivateTarget(tpl, c))
 	}
