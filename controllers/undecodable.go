@@ -160,7 +160,10 @@ func (g *undecodableGuard) typedList(ctx context.Context, gvk schema.GroupVersio
 	for i := range ul.Items {
 		o, err := g.convert(gvk, &ul.Items[i])
 		if err != nil {
-			g.report(ctx, gvk, &ul.Items[i], err)
+			msg := g.report(ctx, gvk, &ul.Items[i], err)
+			if s := g.standIn(gvk, &ul.Items[i], msg); s != nil {
+				items = append(items, s)
+			}
 			continue
 		}
 		g.fixed(gvk, &ul.Items[i])
@@ -194,10 +197,41 @@ func (g *undecodableGuard) event(ctx context.Context, gvk schema.GroupVersionKin
 		g.forget(gvk, u)
 	case watch.Bookmark:
 	default:
-		g.report(ctx, gvk, u, err)
+		msg := g.report(ctx, gvk, u, err)
+		if s := g.standIn(gvk, u, msg); s != nil {
+			return watch.Event{Type: ev.Type, Object: s}
+		}
 		ev.Type = watch.Deleted
 	}
 	return watch.Event{Type: ev.Type, Object: g.stub(gvk, u)}
+}
+
+// standIn is what the cache keeps for an EnvironmentProfile that does not
+// decode: its metadata, status and namespaceSelector, marked with
+// AnnotationUndecodable. Skipping it instead would let the Claims it
+// selects render without it (without its delivery, signing or placement);
+// with the stand-in, ValidateProfile reports it invalid, its status says
+// why, and those Claims wait (claims.SelectProfile). Other kinds have no
+// stand-in: a Claim or Artifact reconciled from a partial spec could act
+// on what the user did not ask for, so they are left out until fixed.
+func (g *undecodableGuard) standIn(gvk schema.GroupVersionKind, u *unstructured.Unstructured, msg string) runtime.Object {
+	if gvk.Kind != "EnvironmentProfile" {
+		return nil
+	}
+	p := g.stub(gvk, u).(*v1alpha1.EnvironmentProfile)
+	if sel, ok, _ := unstructured.NestedMap(u.Object, "spec", "namespaceSelector"); ok {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(sel, &p.Spec.NamespaceSelector)
+	}
+	if st, ok, _ := unstructured.NestedMap(u.Object, "status"); ok {
+		_ = runtime.DefaultUnstructuredConverter.FromUnstructured(st, &p.Status)
+	}
+	ann := map[string]string{}
+	for k, v := range p.Annotations {
+		ann[k] = v
+	}
+	ann[v1alpha1.AnnotationUndecodable] = msg
+	p.Annotations = ann
+	return p
 }
 
 func (g *undecodableGuard) convert(gvk schema.GroupVersionKind, u *unstructured.Unstructured) (runtime.Object, error) {
@@ -259,7 +293,7 @@ func (g *undecodableGuard) forget(gvk schema.GroupVersionKind, u *unstructured.U
 
 // report logs the object and puts a Warning event on it, once per
 // resourceVersion: the event's name is derived from it.
-func (g *undecodableGuard) report(ctx context.Context, gvk schema.GroupVersionKind, u *unstructured.Unstructured, err error) {
+func (g *undecodableGuard) report(ctx context.Context, gvk schema.GroupVersionKind, u *unstructured.Unstructured, err error) string {
 	g.setSkipped(gvk, u, true)
 	field := badField(u.Object, func(m map[string]any) error {
 		_, err := g.convert(gvk, &unstructured.Unstructured{Object: m})
@@ -286,6 +320,7 @@ func (g *undecodableGuard) report(ctx context.Context, gvk schema.GroupVersionKi
 	if _, err := g.events.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		ctrl.Log.WithName("cache").Error(err, "could not record the Undecodable event", "kind", gvk.Kind, "name", u.GetName())
 	}
+	return msg
 }
 
 // UndecodableMessage is what a user reads about a skipped object. The

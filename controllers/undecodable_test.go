@@ -70,16 +70,17 @@ func storeUnvalidated(t *testing.T, crdName string, field []string, obj *unstruc
 // One stored EnvironmentProfile that does not decode (`interval: soon`,
 // written before the CRD refused it) used to stop the profile informer:
 // the manager never synced its cache and exited after two minutes. Now the
-// manager starts, serves the other profiles and Claims, reports the bad
-// one with an event naming the field, and picks it up once it is fixed.
+// manager starts and serves the other profiles and Claims; the bad profile
+// gets an event and Ready=False naming the field, and the Claims it selects
+// wait instead of rendering without it, until it is fixed.
 func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
+	ns, selected := newNamespace(t), newNamespace(t)
 	bad := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "packline.dev/v1alpha1", "kind": "EnvironmentProfile",
-		"metadata": map[string]any{"name": ns + "-soon"},
+		"metadata": map[string]any{"name": selected + "-soon"},
 		"spec": map[string]any{
-			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"undecodable-test": ns}},
+			"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": selected}},
 			"delivery":          map[string]any{"flux": map[string]any{"interval": "soon"}},
 		},
 	}}
@@ -93,16 +94,30 @@ func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 	create(t, good)
 	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	create(t, wrappers.MakeClaim("c", ns, ns+"-tpl").Obj())
+	create(t, wrappers.MakeClaim("c", selected, ns+"-tpl").Obj())
 
 	startManager(t)
+	profileReady := func(g Gomega, name string) *metav1.Condition {
+		got := &unstructured.Unstructured{}
+		got.SetGroupVersionKind(bad.GroupVersionKind())
+		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: name}, got)).To(Succeed())
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			m := c.(map[string]any)
+			if m["type"] == v1alpha1.ConditionReady {
+				return &metav1.Condition{Status: metav1.ConditionStatus(m["status"].(string)), Reason: m["reason"].(string), Message: m["message"].(string)}
+			}
+		}
+		return nil
+	}
 	eventually(t, func(g Gomega) {
-		got := &v1alpha1.EnvironmentProfile{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(good), got)).To(Succeed())
-		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		ready := profileReady(g, good.Name)
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
 	})
 	waitJob(t, ns, "c", 1, 1)
+
+	const why = `spec.delivery.flux.interval: time: invalid duration "soon"`
 	eventually(t, func(g Gomega) {
 		evs := &eventsv1.EventList{}
 		g.Expect(env.Client.List(ctx, evs, client.InNamespace("default"))).To(Succeed())
@@ -112,12 +127,25 @@ func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 				notes = append(notes, e.Note)
 			}
 		}
-		g.Expect(notes).To(ContainElement(And(
-			ContainSubstring(`spec.delivery.flux.interval: time: invalid duration "soon"`),
-			ContainSubstring("the manager ignores it until it is fixed"))))
+		g.Expect(notes).To(ContainElement(And(ContainSubstring(why), ContainSubstring("the manager ignores it until it is fixed"))))
+	})
+	eventually(t, func(g Gomega) {
+		ready := profileReady(g, bad.GetName())
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(ready.Reason).To(Equal(controllers.ReasonProfileInvalid))
+		g.Expect(ready.Message).To(ContainSubstring(why))
+	})
+	eventually(t, func(g Gomega) {
+		ready := apimeta.FindStatusCondition(getClaim(g, client.ObjectKey{Namespace: selected, Name: "c"}).Status.Conditions, v1alpha1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(controllers.ReasonProfileInvalid))
+		g.Expect(ready.Message).To(ContainSubstring("EnvironmentProfile " + bad.GetName()))
+		g.Expect(ready.Message).To(ContainSubstring(why))
+		g.Expect(jobsOf(g, selected, "c")).To(BeEmpty())
 	})
 
-	// Fixed, the profile is served like any other.
+	// Fixed, the profile is served like any other, and its Claim renders.
 	eventually(t, func(g Gomega) {
 		cur := &unstructured.Unstructured{}
 		cur.SetGroupVersionKind(bad.GroupVersionKind())
@@ -126,10 +154,9 @@ func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 		g.Expect(env.Client.Update(ctx, cur)).To(Succeed())
 	})
 	eventually(t, func(g Gomega) {
-		got := &v1alpha1.EnvironmentProfile{}
-		g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: bad.GetName()}, got)).To(Succeed())
-		ready := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionReady)
+		ready := profileReady(g, bad.GetName())
 		g.Expect(ready).NotTo(BeNil())
 		g.Expect(ready.Status).To(Equal(metav1.ConditionTrue))
 	})
+	waitJob(t, selected, "c", 1, 1)
 }

@@ -105,6 +105,9 @@ func (e *ProfileError) Error() string {
 // lowered silently). It also repeats the CRD's rules on the delivery
 // durations, for a profile stored before the CRD had them.
 func ValidateProfile(p *v1alpha1.EnvironmentProfile) error {
+	if msg, ok := p.Annotations[v1alpha1.AnnotationUndecodable]; ok {
+		return errors.New(msg)
+	}
 	if _, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector); err != nil {
 		return fmt.Errorf("spec.namespaceSelector: %w", err)
 	}
