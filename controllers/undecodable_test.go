@@ -160,3 +160,36 @@ func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 	})
 	waitJob(t, selected, "c", 1, 1)
 }
+
+// A stored Claim that does not decode is left out of the cache and
+// reported on itself; the manager syncs and renders the other Claims.
+func TestManagerSkipsAnUndecodableClaim(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+	bad := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "packline.dev/v1alpha1", "kind": "Claim",
+		"metadata": map[string]any{"name": "soon", "namespace": ns},
+		"spec": map[string]any{
+			"templateRef": map[string]any{"name": ns + "-tpl"},
+			"delivery":    map[string]any{"flux": map[string]any{"interval": "soon"}},
+		},
+	}}
+	storeUnvalidated(t, "claims.packline.dev", []string{"spec", "delivery", "flux", "interval"}, bad)
+	create(t, wrappers.MakeClaim("good", ns, ns+"-tpl").Obj())
+
+	startManager(t)
+	waitJob(t, ns, "good", 1, 1)
+	eventually(t, func(g Gomega) {
+		evs := &eventsv1.EventList{}
+		g.Expect(env.Client.List(ctx, evs, client.InNamespace(ns))).To(Succeed())
+		var notes []string
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Claim" && e.Regarding.Name == "soon" && e.Reason == controllers.ReasonUndecodable {
+				notes = append(notes, e.Note)
+			}
+		}
+		g.Expect(notes).To(ContainElement(ContainSubstring(`spec.delivery.flux.interval: time: invalid duration "soon"`)))
+	})
+	NewWithT(t).Expect(jobsOf(NewWithT(t), ns, "soon")).To(BeEmpty())
+}
