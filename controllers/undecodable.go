@@ -49,10 +49,11 @@ const ReasonUndecodable = "Undecodable"
 // So packline's own kinds are listed and watched as unstructured objects
 // (the dynamic client always decodes them) and converted one by one. An
 // object that does not convert is left out of the cache (a watch event for
-// it becomes a deletion, so a stale good copy is not served either) and is
-// reported: an error log, the packline_undecodable_objects gauge and a
-// Warning event on the object naming the field, which `kubectl describe`
-// shows. Once it is fixed, the next watch event brings it back.
+// it becomes a deletion, so a stale good copy is not served either), or
+// for an EnvironmentProfile replaced by a stand-in marked invalid (see
+// standIn), and is reported: an error log, the packline_undecodable_objects
+// gauge and a Warning event on the object naming the field, which `kubectl
+// describe` shows. Once it is fixed, the next watch event brings it back.
 //
 // controller-runtime v0.25 offers no per-item hook in its typed list path,
 // but lets the informer constructor be replaced (cache.Options.NewInformer);
@@ -328,7 +329,7 @@ func (g *undecodableGuard) report(ctx context.Context, gvk schema.GroupVersionKi
 // credential-bearing field decodes with a custom decoder, but a message
 // never gets the chance to leak one).
 func UndecodableMessage(kind, field string, err error) string {
-	msg := fmt.Sprintf("%s: %s: the stored %s does not decode, so the manager ignores it until it is fixed (the CRD now refuses such a value; re-apply a corrected object)",
+	msg := fmt.Sprintf("%s: %s: this stored %s does not decode, so the manager cannot use it until it is fixed: re-apply it with a valid value",
 		field, redact.String(err.Error()), kind)
 	if len(msg) > 1000 {
 		msg = msg[:1000]

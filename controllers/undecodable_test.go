@@ -127,7 +127,7 @@ func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 				notes = append(notes, e.Note)
 			}
 		}
-		g.Expect(notes).To(ContainElement(And(ContainSubstring(why), ContainSubstring("the manager ignores it until it is fixed"))))
+		g.Expect(notes).To(ContainElement(And(ContainSubstring(why), ContainSubstring("so the manager cannot use it until it is fixed"))))
 	})
 	eventually(t, func(g Gomega) {
 		ready := profileReady(g, bad.GetName())
