@@ -153,9 +153,10 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 			Message:    fmt.Sprintf("spec.templateRef: ClaimTemplate %q does not exist; waiting for it to be created", c.Spec.TemplateRef.Name),
 			InputsHash: pipeline.InputsHash([]byte("no-template"), []byte(c.Spec.TemplateRef.Name))}
 	}
-	if cond := templateNotReady(tpl); cond != nil && cond.Reason != ReasonInvalidTemplate {
-		// The template's check failed: rendering this Claim would fail the
-		// same way. The template watch brings the Claim back once it passes.
+	if cond := templateNotReady(tpl); cond != nil {
+		// The template is invalid or its check failed: rendering this
+		// Claim would fail the same way, or render what the admin did not
+		// mean. The template watch brings the Claim back once it passes.
 		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotReady,
 			Message: fmt.Sprintf("spec.templateRef: ClaimTemplate %s is not ready (%s: %s); the Claim renders once a platform admin fixes it",
 				tpl.Name, cond.Reason, cond.Message),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -56,6 +57,11 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	return res, reportReady(ctx, r.Client, tpl, base, v, cond)
 }
 
+// jsonPointer is the CRD's pattern for fieldPath, which the render applies
+// as a JSON6902 path: a template stored before the pattern was tightened is
+// caught here, not by its first Claim.
+var jsonPointer = regexp.MustCompile(`^(/([^/~]|~[01])+)+$`)
+
 // ValidateTemplate checks what the CRD schema cannot: the values schema
 // compiles, and bindings and generators name values the schema declares.
 func ValidateTemplate(tpl *v1alpha1.ClaimTemplate) error {
@@ -74,6 +80,11 @@ func ValidateTemplate(tpl *v1alpha1.ClaimTemplate) error {
 					return fmt.Errorf("spec.generators[%d].values: %q is not a property of spec.valuesSchema", i, v)
 				}
 			}
+		}
+	}
+	for i, b := range tpl.Spec.Parameters {
+		if b.FieldPath != "" && !jsonPointer.MatchString(b.FieldPath) {
+			return fmt.Errorf("spec.parameters[%d].fieldPath: %q is not a JSON pointer (RFC 6901) such as /spec/template/spec/priorityClassName: each segment is non-empty, and \"~\" is written ~0 and \"/\" ~1", i, b.FieldPath)
 		}
 	}
 	for i, c := range append(append([]string{}, tpl.Spec.Components...), exposureComponents(tpl)...) {

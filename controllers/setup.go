@@ -2,13 +2,16 @@ package controllers
 
 import (
 	"context"
+	"reflect"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,12 +41,22 @@ func NewScheme() *runtime.Scheme {
 // The label selectors filter server-side; the transforms then keep a stub
 // of any child whose labels were merely copied, and trim every object to
 // what the reconcilers read (see controllers/pipeline/cachetrim.go).
-func CacheOptions(cfg pipeline.Config) cache.Options {
+func CacheOptions(cfg pipeline.Config, rc *rest.Config) (cache.Options, error) {
 	own := pipeline.OwnedSelector(cfg.Instance)
 	mine := pipeline.InstanceSelector(cfg.Instance)
 	job, pod, pvc := pipeline.ChildTransforms(cfg.TemplateNamespace)
+	// One stored object that does not decode must not stop the cache of
+	// its kind (see undecodable.go); the guard applies the same selectors.
+	guard, err := newUndecodableGuard(rc, NewScheme(), map[reflect.Type]labels.Selector{
+		reflect.TypeOf(&v1alpha1.Artifact{}): mine,
+		reflect.TypeOf(&v1alpha1.Claim{}):    mine,
+	})
+	if err != nil {
+		return cache.Options{}, err
+	}
 	return cache.Options{
 		DefaultTransform: pipeline.TrimOwned,
+		NewInformer:      guard.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&batchv1.Job{}:                  {Label: own, Transform: job},
 			&corev1.Pod{}:                   {Label: own, Transform: pod},
@@ -51,7 +64,7 @@ func CacheOptions(cfg pipeline.Config) cache.Options {
 			&v1alpha1.Artifact{}:            {Label: mine},
 			&v1alpha1.Claim{}:               {Label: mine},
 		},
-	}
+	}, nil
 }
 
 // Option changes what Setup wires.

@@ -61,9 +61,13 @@ func startManagerWith(t *testing.T, opts []controllers.Option, tweaks ...func(*p
 	for _, tweak := range tweaks {
 		tweak(&cfg)
 	}
+	cacheOpts, err := controllers.CacheOptions(cfg, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
-		Cache:                  controllers.CacheOptions(cfg),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Several managers run in one test binary, one after another.

@@ -200,6 +200,13 @@ func TestClaimWork(t *testing.T) {
 	broken := wrappers.MakeEnvironmentProfile("broken", map[string]string{"site": "a"}).
 		Match(metav1.LabelSelectorRequirement{Key: "zone", Operator: metav1.LabelSelectorOpIn}).Obj()
 
+	// A template the manager reported invalid (an undeclared value in a
+	// binding, a kind the cluster does not serve), at its generation.
+	invalid := tpl().Obj()
+	invalid.Generation = 2
+	invalid.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: controllers.ReasonInvalidTemplate, Message: "spec.kinds: this cluster does not serve Widget.example.com", ObservedGeneration: 2}}
+
 	// got is what a test compares: the Blocked verdict, or the Work's
 	// decisions (Secret references are in Mounts).
 	type got struct {
@@ -250,6 +257,9 @@ func TestClaimWork(t *testing.T) {
 		{name: "a broken profile meant for the namespace: waits",
 			c: claim().Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant, Profiles: []v1alpha1.EnvironmentProfile{*broken}},
 			want: got{Blocked: controllers.ReasonProfileInvalid}},
+		{name: "an invalid template: waits, as for a failed check",
+			c: claim().Obj(), in: controllers.ClaimInputs{Template: invalid, NamespaceLabels: tenant},
+			want: got{Blocked: controllers.ReasonTemplateNotReady}},
 		{name: "namespace not allowed",
 			c: claim().Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: map[string]string{"site": "a"}},
 			want: got{Blocked: controllers.ReasonAccessDenied, Permanent: true}},

@@ -24,3 +24,11 @@ const AnnotationRequestedAt = "packline.dev/requestedAt"
 
 // ClaimVerb is the RBAC verb on claimtemplates that grants claiming one.
 const ClaimVerb = "claim"
+
+// AnnotationUndecodable is set by the manager's cache, in memory only, on
+// the stand-in it keeps for a stored EnvironmentProfile that does not decode
+// (for example written before the CRD refused its value): the message
+// names the field. The stand-in holds only the profile's metadata, status
+// and namespaceSelector, so that the profile is reported invalid and the
+// Claims it selects wait, rather than going on without it.
+const AnnotationUndecodable = "packline.dev/undecodable"

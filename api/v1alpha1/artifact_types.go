@@ -37,7 +37,7 @@ type HuggingFaceSource struct {
 	// repo is "<owner>/<name>", for example "Qwen/Qwen2.5-0.5B".
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=200
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$')",message="repo must be <owner>/<name>, for example Qwen/Qwen2.5-0.5B",reason=FieldValueForbidden
 	Repo string `json:"repo"`
 
 	// revision is a branch, tag or commit; it is resolved to the commit SHA
@@ -65,15 +65,15 @@ type HuggingFaceSource struct {
 
 	// endpoint overrides the Hugging Face endpoint (HF_ENDPOINT), for mirrors.
 	// +optional
-	// +kubebuilder:validation:Pattern=`^https?://`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://')",message="endpoint must start with https:// or http://",reason=FieldValueForbidden
 	Endpoint string `json:"endpoint,omitempty"`
 }
 
 // GitSource imports files from a Git repository.
 type GitSource struct {
 	// url of the repository (https://, http:// or ssh://).
-	// +kubebuilder:validation:Pattern=`^(https?|ssh)://`
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://')",message="url must start with https://, http:// or ssh://",reason=FieldValueForbidden
 	URL string `json:"url"`
 
 	// ref is a branch, tag or full commit SHA; it is resolved to a commit.
@@ -98,8 +98,8 @@ type GitSource struct {
 // HTTPSource imports a single file or archive over HTTP(S).
 type HTTPSource struct {
 	// url of the file. Archives ending in .tar, .tar.gz, .tgz or .zip are extracted.
-	// +kubebuilder:validation:Pattern=`^https?://`
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.matches('^https?://')",message="url must start with https:// or http://",reason=FieldValueForbidden
 	URL string `json:"url"`
 
 	// sha256 is the expected hex digest of the download; a mismatch fails permanently.
@@ -112,7 +112,7 @@ type HTTPSource struct {
 type OCISource struct {
 	// reference is "<repository>:<tag>" or "<repository>@sha256:<digest>".
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[a-f0-9]{64})$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(\\\\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\\\\.|_|__|-+)[a-z0-9]+)*)+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[a-f0-9]{64})$')",message="reference must be <registry>/<repository>:<tag> or <registry>/<repository>@sha256:<digest>, in lower case, without credentials",reason=FieldValueForbidden
 	Reference string `json:"reference"`
 
 	// pullSecretRef names a kubernetes.io/dockerconfigjson Secret for the source registry.

@@ -22,10 +22,10 @@ type TemplateSource struct {
 	// url of the Git repository (https://, http:// or ssh://). It must not
 	// carry credentials: a URL is copied into Jobs and status, so a private
 	// repository's credentials go in secretRef instead.
-	// +kubebuilder:validation:Pattern=`^(https?|ssh)://`
 	// +kubebuilder:validation:MaxLength=2048
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^https?://[^/?#]*@')",message="url must not embed credentials (user:password@ or token@): put them in a Secret and name it in spec.source.secretRef"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^ssh://[^/@]*:[^/@]*@')",message="url must not embed a password: put an ssh-privatekey and known_hosts in a Secret and name it in spec.source.secretRef"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://')",message="url must start with https://, http:// or ssh://",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^https?://[^/?#]*@')",message="url must not embed credentials (user:password@ or token@): put them in a Secret and name it in spec.source.secretRef",reason=FieldValueForbidden
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^ssh://[^/@]*:[^/@]*@')",message="url must not embed a password: put an ssh-privatekey and known_hosts in a Secret and name it in spec.source.secretRef",reason=FieldValueForbidden
 	URL string `json:"url"`
 
 	// secretRef names a Secret in the manager's template namespace (the
@@ -119,7 +119,7 @@ type ParameterBinding struct {
 
 	// fieldPath is a JSON pointer (RFC 6901) for a Field binding, for example "/spec/template/spec/priorityClassName".
 	// +optional
-	// +kubebuilder:validation:Pattern=`^(/[^/]+)+$`
+	// +kubebuilder:validation:Pattern=`^(/([^/~]|~[01])+)+$`
 	FieldPath string `json:"fieldPath,omitempty"`
 }
 

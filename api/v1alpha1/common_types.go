@@ -13,7 +13,7 @@ type Target struct {
 	// On a Claim it may be left empty to use the template's repository prefix.
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]+([._-][a-z0-9]+)*(\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)+$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]+([._-][a-z0-9]+)*(\\\\.[a-z0-9]+([._-][a-z0-9]+)*)*(:[0-9]{1,5})?(/[a-z0-9]+((\\\\.|_|__|-+)[a-z0-9]+)*)+$')",message="repository must be <registry>/<path> in lower case, without tag, digest or credentials, for example registry.example.com/team/model",reason=FieldValueForbidden
 	Repository string `json:"repository,omitempty"`
 
 	// tag is the tag to push. The digest in status is the immutable reference;
@@ -117,7 +117,7 @@ type PipelineSpec struct {
 	// timeout bounds one attempt; it becomes the Job's activeDeadlineSeconds.
 	// Between 1m and 168h; defaults to 6h.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="timeout must be between 1m and 168h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1m') && duration(self) <= duration('168h')",message="timeout must be a duration between 1m and 168h, such as 30m or 2h"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// queueName is a Kueue LocalQueue. When set, the Job is created suspended
@@ -159,7 +159,7 @@ type PipelineSpec struct {
 	// with the push credentials; the manager itself holds none). At least
 	// one minute.
 	// +optional
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="verifyInterval must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1m')",message="verifyInterval must be a duration of at least 1m, such as 1h"
 	VerifyInterval *metav1.Duration `json:"verifyInterval,omitempty"`
 }
 

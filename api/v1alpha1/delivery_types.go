@@ -35,12 +35,15 @@ type FluxDelivery struct {
 	// +optional
 	Wait *bool `json:"wait,omitempty"`
 
-	// timeout of one apply (and health wait). Default 5m.
+	// timeout of one apply (and health wait), at least 1ms. Default 5m.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1ms')",message="timeout must be a duration of at least 1ms, such as 5m or 1h30m: Flux refuses zero, negative and sub-millisecond timeouts"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// interval between Flux reconciles of the objects. Default 10m.
+	// interval between Flux reconciles of the objects, at least 1ms.
+	// Default 10m.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$') && duration(self) >= duration('1ms')",message="interval must be a duration of at least 1ms, such as 10m or 1h30m: Flux refuses zero, negative and sub-millisecond intervals"
 	Interval *metav1.Duration `json:"interval,omitempty"`
 
 	// verifySecretRef names a Secret of the Claim's namespace holding the

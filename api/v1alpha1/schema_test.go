@@ -149,6 +149,28 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"profile zero workspace", typed(t, profile("wszero", nil).WorkspaceSize("0").Obj()), "spec.workspaceSize"},
 		{"artifact signed", obj(t, artifactYAML("signed", "  source: {huggingFace: {repo: a/b}}\n"+target+"  signing: {keySecretRef: {name: cosign}}\n")), ""},
 		{"artifact signing without a Secret name", obj(t, artifactYAML("signed-noname", "  source: {huggingFace: {repo: a/b}}\n"+target+"  signing: {keySecretRef: {}}\n")), "spec.signing.keySecretRef.name"},
+		// Every Duration is checked by CEL, as Flux checks the ones it gets:
+		// a value metav1.Duration cannot decode would stop the manager's
+		// cache, and one Flux refuses would fail the delivery later.
+		{"claim flux interval not a duration", obj(t, claimYAML("d1", "  templateRef: {name: a}\n  delivery: {flux: {interval: soon}}\n")), "spec.delivery.flux.interval"},
+		{"claim flux interval negative", obj(t, claimYAML("d2", "  templateRef: {name: a}\n  delivery: {flux: {interval: -5m}}\n")), "spec.delivery.flux.interval"},
+		{"claim flux interval zero", obj(t, claimYAML("d3", "  templateRef: {name: a}\n  delivery: {flux: {interval: 0s}}\n")), "spec.delivery.flux.interval"},
+		{"claim flux timeout zero", obj(t, claimYAML("d4", "  templateRef: {name: a}\n  delivery: {flux: {timeout: 0s}}\n")), "spec.delivery.flux.timeout"},
+		{"claim flux timeout 1ns", obj(t, claimYAML("d5", "  templateRef: {name: a}\n  delivery: {flux: {timeout: 1ns}}\n")), "spec.delivery.flux.timeout"},
+		{"claim flux durations valid", obj(t, claimYAML("d6", "  templateRef: {name: a}\n  delivery: {flux: {timeout: 90s, interval: 1h30m}}\n")), ""},
+		{"profile flux interval not a duration", obj(t, profileYAML("d7", "  namespaceSelector: {}\n  delivery: {flux: {interval: soon}}\n")), "spec.delivery.flux.interval"},
+		{"profile flux interval negative", obj(t, profileYAML("d8", "  namespaceSelector: {}\n  delivery: {flux: {interval: -1m}}\n")), "spec.delivery.flux.interval"},
+		{"profile flux timeout zero", obj(t, profileYAML("d9", "  namespaceSelector: {}\n  delivery: {flux: {timeout: 0s}}\n")), "spec.delivery.flux.timeout"},
+		{"profile flux durations valid", obj(t, profileYAML("d10", "  namespaceSelector: {}\n  delivery: {flux: {timeout: 2m, interval: 500ms}}\n")), ""},
+		{"artifact timeout not a duration", obj(t, artifactYAML("d11", "  source: {huggingFace: {repo: a/b}}\n"+target+"  timeout: soon\n")), "spec.timeout"},
+		{"artifact verifyInterval not a duration", obj(t, artifactYAML("d12", "  source: {huggingFace: {repo: a/b}}\n"+target+"  verifyInterval: soon\n")), "spec.verifyInterval"},
+		{"claim timeout not a duration", obj(t, claimYAML("d13", "  templateRef: {name: a}\n  timeout: soon\n")), "spec.timeout"},
+		{"template fieldPath with a bad escape", typed(t, tpl("fp-tilde", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "x", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"}, FieldPath: "/metadata/annotations/a~b"}).Obj()), "spec.parameters[0].fieldPath"},
+		{"template fieldPath with an empty segment", typed(t, tpl("fp-empty", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "x", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"}, FieldPath: "/spec//replicas"}).Obj()), "spec.parameters[0].fieldPath"},
+		{"template fieldPath with escapes", typed(t, tpl("fp-ok", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "x", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"}, FieldPath: "/metadata/annotations/example.com~1a~0b"}).Obj()), ""},
 		{"profile signing without a Secret name", obj(t, profileYAML("signed-noname", "  namespaceSelector: {}\n  signing: {keySecretRef: {name: ''}}\n")), "spec.signing.keySecretRef.name"},
 	}
 	for _, tc := range cases {
@@ -203,6 +225,46 @@ func TestImmutableFields(t *testing.T) {
 			err := env.Client.Update(ctx, u)
 			if err == nil || !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), "immutable") {
 				t.Fatalf("update error = %v, want %s is immutable", err, tc.field)
+			}
+		})
+	}
+}
+
+// A refusal never quotes a field that may hold a credential: the API
+// server's Invalid-value errors (pattern, format, and CEL rules without a
+// reason) print the value, and Flux copies them into its Ready message and
+// events. Each such field gets a value carrying a marker password that
+// breaks a rule; the error must name the field and not hold the marker.
+func TestCredentialsNeverEchoed(t *testing.T) {
+	const marker = "PASSWORD-MARKER-7f3a"
+	withCred := "robot:" + marker + "@"
+	cases := []struct {
+		name  string
+		obj   *unstructured.Unstructured
+		field string
+	}{
+		{"template https url with userinfo", obj(t, templateYAML("cred1", "  source: {url: 'http://"+withCred+"git.example.com/t.git', path: a}\n"+kinds)), "spec.source.url"},
+		{"template ssh url with password", obj(t, templateYAML("cred2", "  source: {url: 'ssh://git:"+marker+"@git.example.com/t.git', path: a}\n"+kinds)), "spec.source.url"},
+		{"template url without scheme", obj(t, templateYAML("cred3", "  source: {url: '"+withCred+"git.example.com:t.git', path: a}\n"+kinds)), "spec.source.url"},
+		{"artifact git url without scheme", obj(t, artifactYAML("cred4", "  source: {git: {url: '"+withCred+"git.example.com:m.git'}}\n"+target)), "spec.source.git.url"},
+		{"artifact http url with another scheme", obj(t, artifactYAML("cred5", "  source: {http: {url: 'ftp://"+withCred+"files.example.com/m.bin'}}\n"+target)), "spec.source.http.url"},
+		{"artifact hf endpoint with another scheme", obj(t, artifactYAML("cred6", "  source: {huggingFace: {repo: a/b, endpoint: 'ftp://"+withCred+"hf.example.com'}}\n"+target)), "spec.source.huggingFace.endpoint"},
+		{"artifact hf repo", obj(t, artifactYAML("cred7", "  source: {huggingFace: {repo: 'https://"+withCred+"huggingface.co/a/b'}}\n"+target)), "spec.source.huggingFace.repo"},
+		{"artifact oci reference", obj(t, artifactYAML("cred8", "  source: {oci: {reference: '"+withCred+"ghcr.io/a/b:v1'}}\n"+target)), "spec.source.oci.reference"},
+		{"artifact target repository", obj(t, artifactYAML("cred9", "  source: {huggingFace: {repo: a/b}}\n  target: {repository: '"+withCred+"registry.example.com/team/m'}\n")), "spec.target.repository"},
+		{"claim target repository", obj(t, claimYAML("cred10", "  templateRef: {name: a}\n  target: {repository: '"+withCred+"registry.example.com/team/m'}\n")), "spec.target.repository"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := env.Client.Create(context.Background(), tc.obj)
+			if err == nil {
+				t.Fatalf("accepted; want an error naming %s", tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error does not name %s: %v", tc.field, err)
+			}
+			if strings.Contains(err.Error(), marker) {
+				t.Errorf("error echoes the credential: %v", err)
 			}
 		})
 	}

@@ -96,9 +96,14 @@ func main() {
 		webhookServer = wh.server()
 	}
 
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	restCfg := ctrl.GetConfigOrDie()
+	cacheOpts, err := controllers.CacheOptions(cfg, restCfg)
+	if err != nil {
+		fail(err)
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
-		Cache:                   controllers.CacheOptions(cfg),
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,

@@ -57,9 +57,13 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 	// The client limits ctrl.GetConfigOrDie gives the real manager.
 	restCfg := rest.CopyConfig(env.Config)
 	restCfg.QPS, restCfg.Burst = 20, 30
+	cacheOpts, err := controllers.CacheOptions(pipeline.DefaultConfig(), restCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
-		Cache:                  controllers.CacheOptions(pipeline.DefaultConfig()),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{

@@ -42,6 +42,11 @@ func TestArtifactReferences(t *testing.T) {
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}
 			return a
 		}(), deny: []string{"spec.resources.requests.memory: 4Gi is above its limit 1Gi"}},
+		{name: "negative request", a: func() *v1alpha1.Artifact {
+			a := wrappers.MakeArtifact("res-neg", ns).Obj()
+			a.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("-1")}}
+			return a
+		}(), deny: []string{"spec.resources.requests.cpu: -1 must not be negative"}},
 		{name: "volume of another team", a: wrappers.MakeArtifact("vol", ns).Volume("private").Obj(),
 			deny: []string{`spec.source.volume.claimName: reading PersistentVolumeClaim private needs "get" on persistentvolumeclaims named "private"`}},
 	}

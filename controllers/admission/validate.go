@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -17,6 +16,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/entitlement"
+	"github.com/packline/packline/controllers/pipeline"
 )
 
 // +kubebuilder:webhook:path=/validate-packline-dev-v1alpha1-claim,mutating=false,failurePolicy=fail,sideEffects=None,groups=packline.dev,resources=claims,verbs=create;update,versions=v1alpha1,name=vclaim.packline.dev,admissionReviewVersions=v1,timeoutSeconds=10
@@ -65,8 +65,8 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		return admission.Denied(fmt.Sprintf("metadata.annotations[%s] names %q, not the requesting user %q", v1alpha1.AnnotationRequester, got.Username, r.Username))
 	}
 	if p, ok := obj.(interface{ GetPipelineSpec() *v1alpha1.PipelineSpec }); ok {
-		if msg := requestsAboveLimits(p.GetPipelineSpec().Resources); msg != "" {
-			return admission.Denied(msg)
+		if bad := pipeline.ResourceProblems("spec.resources", p.GetPipelineSpec().Resources); len(bad) > 0 {
+			return admission.Denied(strings.Join(bad, "; "))
 		}
 	}
 	warnings, err := v.check(ctx, obj, r)
@@ -148,22 +148,4 @@ func checkArtifact(checker *entitlement.Checker) func(context.Context, client.Ob
 	return func(ctx context.Context, obj client.Object, r entitlement.Requester) ([]string, error) {
 		return nil, checker.Check(ctx, r, entitlement.ArtifactRights(obj.(*v1alpha1.Artifact)))
 	}
-}
-
-// requestsAboveLimits names each request above its limit in spec.resources:
-// the Job would be refused later, far from the user's apply. (A CEL rule
-// cannot do this: the API server's cost estimate for a rule over two
-// unbounded quantity maps exceeds its budget.)
-func requestsAboveLimits(r *corev1.ResourceRequirements) string {
-	if r == nil {
-		return ""
-	}
-	var bad []string
-	for name, req := range r.Requests {
-		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
-			bad = append(bad, fmt.Sprintf("spec.resources.requests.%s: %s is above its limit %s", name, req.String(), lim.String()))
-		}
-	}
-	sort.Strings(bad)
-	return strings.Join(bad, "; ")
 }

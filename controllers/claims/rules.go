@@ -1,15 +1,18 @@
 package claims
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers/pipeline"
 )
 
 // CheckAccess enforces the template's namespace selector. (Groups need the
@@ -95,12 +98,31 @@ func (e *ProfileError) Error() string {
 	return fmt.Sprintf("EnvironmentProfile %s, which selects this namespace, is not valid (%v): a platform admin must fix it; the Claim waits", e.Name, e.Err)
 }
 
-// ValidateProfile checks what the CRD schema cannot: the selector, and the
+// ValidateProfile checks what the CRD schema cannot: the selector, the
 // keys and values of nodeSelector and labels (the API server's CEL cost
-// budget refuses rules over maps of unbounded strings).
+// budget refuses rules over maps of unbounded strings), and workerResources
+// (no negative quantity, no request above its limit, which would be
+// lowered silently). It also repeats the CRD's rules on the delivery
+// durations, for a profile stored before the CRD had them.
 func ValidateProfile(p *v1alpha1.EnvironmentProfile) error {
+	if msg, ok := p.Annotations[v1alpha1.AnnotationUndecodable]; ok {
+		return errors.New(msg)
+	}
 	if _, err := metav1.LabelSelectorAsSelector(&p.Spec.NamespaceSelector); err != nil {
 		return fmt.Errorf("spec.namespaceSelector: %w", err)
+	}
+	if bad := pipeline.ResourceProblems("spec.workerResources", p.Spec.WorkerResources); len(bad) > 0 {
+		return errors.New(strings.Join(bad, "; "))
+	}
+	if d := p.Spec.Delivery; d != nil && d.Flux != nil {
+		for _, f := range []struct {
+			field string
+			d     *metav1.Duration
+		}{{"spec.delivery.flux.timeout", d.Flux.Timeout}, {"spec.delivery.flux.interval", d.Flux.Interval}} {
+			if f.d != nil && f.d.Duration < time.Millisecond {
+				return fmt.Errorf("%s: %s is not a duration of at least 1ms: Flux refuses zero, negative and sub-millisecond durations", f.field, f.d.Duration)
+			}
+		}
 	}
 	for _, f := range []struct {
 		field string
@@ -174,6 +196,7 @@ func Violations(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[str
 		add(ReasonInvalidValues, ValidateValues(schema, c.Spec.Values))
 	}
 	add(ReasonInvalidValues, ImageValues(c, tpl))
+	add(ReasonInvalidValues, FieldValues(c, tpl))
 	if tpl.Spec.Private() {
 		add(ReasonTargetNotAllowed, PrivateTarget(tpl, c))
 	}

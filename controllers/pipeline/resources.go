@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,38 @@ func WorkerResources(layers ...*corev1.ResourceRequirements) corev1.ResourceRequ
 		out.Limits = nil
 	}
 	return out
+}
+
+// ResourceProblems names each negative quantity and each request above its
+// limit in r, the field written under field (for example
+// "spec.resources"), sorted; empty when r is fine. A negative request is
+// refused by the API server only when the Job is made, and a request above
+// its limit would be silently lowered by WorkerResources, so both are
+// refused where the user wrote them. (A CEL rule cannot do this: the API
+// server's cost estimate for a rule over two unbounded quantity maps
+// exceeds its budget.)
+func ResourceProblems(field string, r *corev1.ResourceRequirements) []string {
+	if r == nil {
+		return nil
+	}
+	var bad []string
+	for _, l := range []struct {
+		name string
+		list corev1.ResourceList
+	}{{"requests", r.Requests}, {"limits", r.Limits}} {
+		for name, q := range l.list {
+			if q.Sign() < 0 {
+				bad = append(bad, fmt.Sprintf("%s.%s.%s: %s must not be negative", field, l.name, name, q.String()))
+			}
+		}
+	}
+	for name, req := range r.Requests {
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 && req.Sign() >= 0 {
+			bad = append(bad, fmt.Sprintf("%s.requests.%s: %s is above its limit %s", field, name, req.String(), lim.String()))
+		}
+	}
+	sort.Strings(bad)
+	return bad
 }
 
 // ParseResourceList reads "cpu=250m,memory=256Mi" (a manager flag).

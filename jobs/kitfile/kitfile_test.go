@@ -149,6 +149,14 @@ func TestValidate(t *testing.T) {
 		{"link inside the root", "manifestVersion: 1.0.0\nmodel: {path: in/b.json}\n", "symbolic link"},
 		{"duplicate", "manifestVersion: 1.0.0\nmodel: {path: a.gguf}\ncode: [{path: ./a.gguf}]\n", "already packed"},
 		{"nested, as kit allows", "manifestVersion: 1.0.0\nmodel: {path: d/b.json}\ndatasets: [{path: d}]\n", ""},
+		// Control and bidirectional characters in what becomes the
+		// package's name, written as YAML escapes.
+		{"NUL in package.name", "manifestVersion: 1.0.0\npackage: {name: \"a\\0b\"}\nmodel: {path: a.gguf}\n", `package.name "a\x00b" contains U+0000`},
+		{"BEL in package.name", "manifestVersion: 1.0.0\npackage: {name: \"a\\ab\"}\nmodel: {path: a.gguf}\n", `package.name "a\ab" contains U+0007`},
+		{"ESC in package.name", "manifestVersion: 1.0.0\npackage: {name: \"a\\eb\"}\nmodel: {path: a.gguf}\n", `package.name "a\x1bb" contains U+001B`},
+		{"U+202E in package.name", "manifestVersion: 1.0.0\npackage: {name: \"a\\u202Eb\"}\nmodel: {path: a.gguf}\n", `package.name "a\u202eb" contains U+202E`},
+		{"U+202E in model.name", "manifestVersion: 1.0.0\nmodel: {path: a.gguf, name: \"fgg\\u202Eu.exe\"}\n", `model.name "fgg\u202eu.exe" contains U+202E`},
+		{"unicode letters are fine", "manifestVersion: 1.0.0\npackage: {name: \"modèle-日本\"}\nmodel: {path: a.gguf}\n", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"unicode"
 )
 
 // Validate checks k against the files under root: a manifest version, at
@@ -28,6 +29,9 @@ func Validate(k *Kitfile, root string) error {
 	}
 	if k.Model != nil && k.Model.Path == "" && len(k.Model.Parts) > 0 {
 		return errors.New("kitfile: model has parts but no path")
+	}
+	if err := printableNames(k); err != nil {
+		return err
 	}
 	var seen []string
 	for _, e := range entries {
@@ -116,6 +120,26 @@ func checkTree(p string) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("is not a regular file or folder (%s)", fi.Mode().Type())
+	}
+	return nil
+}
+
+// printableNames refuses a control or invisible formatting character (NUL,
+// BEL, ESC, U+202E and the other bidirectional overrides) in the names
+// that become the package's name: kit and registry UIs would print them
+// as they are, showing one name while storing another. They come from
+// spec.kitfile, or from the source (a file or repository name).
+func printableNames(k *Kitfile) error {
+	names := []struct{ field, v string }{{"package.name", k.Package.Name}}
+	if k.Model != nil {
+		names = append(names, struct{ field, v string }{"model.name", k.Model.Name})
+	}
+	for _, n := range names {
+		for _, r := range n.v {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+				return fmt.Errorf("kitfile: %s %q contains %U, a control or formatting character: set a plain %s in spec.kitfile (by default it is the source's file or repository name)", n.field, n.v, r, n.field)
+			}
+		}
 	}
 	return nil
 }

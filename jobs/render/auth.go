@@ -47,8 +47,11 @@ func templateAuth(t v1alpha1.ClaimTemplateSpec, dir string) (transport.AuthMetho
 		if strings.HasPrefix(url, "ssh://") {
 			want = `"ssh-privatekey" and "known_hosts"`
 		}
+		// The Secret is mounted optional, so a missing one looks like an
+		// empty one here: name it, so the admin can check which.
 		return nil, failure.Permanent(failure.ReasonTemplateAuth, fmt.Errorf(
-			"the Secret of the ClaimTemplate's spec.source.secretRef holds no credential for %s: it needs %s", source.Redact(url), want))
+			"spec.source.secretRef: the Secret %q of the ClaimTemplate (in the manager's template namespace) does not exist or holds no credential for %s: it needs %s",
+			t.Source.SecretRef.Name, source.Redact(url), want))
 	}
 	return auth, nil
 }

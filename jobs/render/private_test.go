@@ -49,7 +49,7 @@ func TestPrivateTemplate(t *testing.T) {
 		{name: "username and password", private: true, files: map[string]string{"username": "alice", "password": password + "\n"}},
 		{name: "token", private: true, files: map[string]string{"username": "alice", "token": password}},
 		{name: "no credential", private: true,
-			want: &want{failure.ReasonTemplateAuth, "spec.source.secretRef holds no credential"}},
+			want: &want{failure.ReasonTemplateAuth, `spec.source.secretRef: the Secret "tpl-repo" of the ClaimTemplate (in the manager's template namespace) does not exist or holds no credential`}},
 		{name: "ssh keys for an https url", private: true, files: map[string]string{"ssh-privatekey": "not a key", "known_hosts": "x"},
 			want: &want{failure.ReasonTemplateAuth, `it needs "token", or "username" and "password"`}},
 		{name: "wrong password", private: true, files: map[string]string{"username": "alice", "password": "wrong-" + password},
