@@ -75,7 +75,11 @@ func TestPushedBy(t *testing.T) {
 	pushed := &result.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
 	msg := fmt.Sprintf(`{"error":{"reason":"SignaturePushFailed","message":"attaching failed","permanent":false,"pushed":{"digest":%q,"reference":%q,"sourceRevision":"abc"}}}`,
 		pushed.Digest, pushed.Reference)
-	failed := func() *batchv1.Job { j := MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(); j.UID = "job-uid"; return j }
+	failed := func() *batchv1.Job {
+		j := MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj()
+		j.UID = "job-uid"
+		return j
+	}
 	ownPod := func(uid types.UID, message string) corev1.Pod {
 		p := MakePod("p", "ns", "j").Terminated(1, message).Obj()
 		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: uid, Controller: ptrBool(true)}}
