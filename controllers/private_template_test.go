@@ -84,6 +84,9 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 	s := startPrivate(t)
 	tenant := newNamespace(t)
 	tpl := s.template(tenant + "-private")
+	// The admin's credential travels as the template says; the Claim may
+	// repeat that, not weaken it (TestAdminRunTransport).
+	tpl.Spec.PushPlainHTTP, tpl.Spec.PushInsecureSkipTLSVerify = true, true
 	create(t, tpl)
 
 	ok := wrappers.MakeClaim("ide", tenant, tpl.Name).Values(`{"replicas":2}`).
@@ -187,6 +190,11 @@ func TestPrivateTemplateTargetNotAllowed(t *testing.T) {
 		"spec.target.repository":    {Repository: "evil.example.com/loot"},
 		"spec.target.pushSecretRef": {PushSecretRef: &corev1.LocalObjectReference{Name: s.pushSecret}},
 		"spec.target.caSecretRef":   {CASecretRef: &corev1.LocalObjectReference{Name: "ca"}},
+		// The template sets neither: the admin's push credential is not
+		// sent over plain HTTP, or to an unverified server, on the
+		// tenant's say.
+		"spec.target.plainHTTP":             {PlainHTTP: true},
+		"spec.target.insecureSkipTLSVerify": {InsecureSkipTLSVerify: true},
 	}
 	i := 0
 	for field, target := range cases {
@@ -280,6 +288,7 @@ func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
 	s := startPrivate(t)
 	tenant := newNamespace(t)
 	tpl := s.template(tenant + "-private")
+	tpl.Spec.PushPlainHTTP = true
 	create(t, tpl)
 	cases := []struct {
 		name, repo  string
@@ -402,4 +411,56 @@ func TestPrivateTemplateNamespaceMissing(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring("namespace " + missing))
 		g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty())
 	})
+}
+
+// An admin run's push credential travels as the template says: the
+// Claim's plainHTTP and insecureSkipTLSVerify may repeat the template's
+// spec.pushPlainHTTP and spec.pushInsecureSkipTLSVerify, never weaken
+// them, and the worker gets the template's.
+func TestAdminRunTransport(t *testing.T) {
+	profile := v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: "lab"}, Spec: v1alpha1.EnvironmentProfileSpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"site": "lab"}},
+		Signing:           &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "platform-cosign"}}}}
+	private := func(plain, insecure bool) *v1alpha1.ClaimTemplate {
+		tpl := wrappers.MakeClaimTemplate("tpl").Open().Private("repo-creds", "push-creds").Obj()
+		tpl.Spec.PushPlainHTTP, tpl.Spec.PushInsecureSkipTLSVerify = plain, insecure
+		return tpl
+	}
+	public := wrappers.MakeClaimTemplate("tpl").Open().Obj()
+	for _, tc := range []struct {
+		name              string
+		tpl               *v1alpha1.ClaimTemplate
+		labels            map[string]string
+		target            v1alpha1.Target
+		wantMsg           string
+		wantPlain, wantTL bool
+	}{
+		{name: "private, the tenant asks for plain HTTP", tpl: private(false, false), target: v1alpha1.Target{PlainHTTP: true},
+			wantMsg: "spec.target.plainHTTP: not allowed, because ClaimTemplate tpl reads a private repository"},
+		{name: "private, the tenant skips TLS verification", tpl: private(false, false), target: v1alpha1.Target{InsecureSkipTLSVerify: true},
+			wantMsg: "spec.target.insecureSkipTLSVerify: not allowed"},
+		{name: "profile signs, the tenant asks for plain HTTP", tpl: public, labels: map[string]string{"site": "lab"}, target: v1alpha1.Target{PlainHTTP: true},
+			wantMsg: "spec.target.plainHTTP: not allowed, because EnvironmentProfile lab signs"},
+		{name: "the template's flags, repeated by the Claim", tpl: private(true, true), target: v1alpha1.Target{PlainHTTP: true, InsecureSkipTLSVerify: true},
+			wantPlain: true, wantTL: true},
+		{name: "the template's flags, the Claim silent", tpl: private(true, false), wantPlain: true},
+		{name: "neither", tpl: private(false, false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := wrappers.MakeClaim("ide", "team-a", "tpl").Target(tc.target).Obj()
+			work, err := controllers.ClaimWork(c, controllers.ClaimInputs{Template: tc.tpl, TemplateNamespace: "packline-system",
+				NamespaceLabels: tc.labels, Profiles: []v1alpha1.EnvironmentProfile{profile}})
+			if tc.wantMsg != "" {
+				var blocked *pipeline.Blocked
+				g.Expect(errors.As(err, &blocked)).To(BeTrue(), "err = %v", err)
+				g.Expect(blocked.Reason).To(Equal(controllers.ReasonTargetNotAllowed))
+				g.Expect(blocked.Message).To(ContainSubstring(tc.wantMsg))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			target := work.Spec.(spec.Claim).Target
+			g.Expect([]bool{target.PlainHTTP, target.Insecure}).To(Equal([]bool{tc.wantPlain, tc.wantTL}))
+		})
+	}
 }

@@ -203,6 +203,7 @@ func TestProfileSignedClaimRunsInTemplateNamespace(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, profile) })
 	tpl := wrappers.MakeClaimTemplate(tenant + "-public").Open().Obj()
 	tpl.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: s.pushSecret}
+	tpl.Spec.PushPlainHTTP = true
 	create(t, tpl)
 
 	c := wrappers.MakeClaim("signed", tenant, tpl.Name).Obj()
