@@ -14,6 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -48,19 +49,20 @@ func (s privateSetup) template(name string) *v1alpha1.ClaimTemplate {
 	return tpl
 }
 
+// workspaceIn finds the live workspace of the owner named owner in ns, by
+// label: in the template namespace its name carries the tenant namespace
+// and a hash (pipeline.RunBase).
 func workspaceIn(g Gomega, ns, owner string) *corev1.PersistentVolumeClaim {
-	pvc := &corev1.PersistentVolumeClaim{}
-	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pipeline.WorkspaceName(owner)}, pvc)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	g.Expect(err).NotTo(HaveOccurred())
-	if !pvc.DeletionTimestamp.IsZero() {
+	var list corev1.PersistentVolumeClaimList
+	g.Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{pipeline.LabelOwnerName: owner})).To(Succeed())
+	for i := range list.Items {
 		// envtest runs no pvc-protection controller: a deleted PVC stays
 		// with its finalizer.
-		return nil
+		if pvc := &list.Items[i]; pvc.DeletionTimestamp.IsZero() {
+			return pvc
+		}
 	}
-	return pvc
+	return nil
 }
 
 func volume(job *batchv1.Job, name string) *corev1.Volume {
@@ -463,4 +465,77 @@ func TestAdminRunTransport(t *testing.T) {
 			g.Expect([]bool{target.PlainHTTP, target.Insecure}).To(Equal([]bool{tc.wantPlain, tc.wantTL}))
 		})
 	}
+}
+
+// Two tenants' Claims of one name, both of a private template, run side by
+// side in the template namespace: each has its own Job and workspace, named
+// after its tenant namespace, and both succeed. Their runs are bounded by
+// the platform's values, whatever the tenant asked for.
+func TestAdminRunsOfTwoTenantsDoNotCollide(t *testing.T) {
+	s := startPrivate(t)
+	tenants := []string{newNamespace(t), newNamespace(t)}
+	tpl := s.template(tenants[0] + "-shared")
+	create(t, tpl)
+	for _, tenant := range tenants {
+		c := wrappers.MakeClaim("ide", tenant, tpl.Name).Obj()
+		// Asking the platform's quota for more than it gives.
+		c.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}}
+		c.Spec.Workspace = &v1alpha1.WorkspaceSpec{Size: resource.NewQuantity(1<<50, resource.BinarySI)}
+		c.Spec.QueueName = "tenant-queue"
+		create(t, c)
+	}
+	jobOf := func(g Gomega, tenant string) *batchv1.Job {
+		for _, j := range jobsOf(g, s.tplNS, "ide") {
+			if j.Labels[pipeline.LabelOwnerNamespace] == tenant {
+				return &j
+			}
+		}
+		return nil
+	}
+	workspaceOf := func(g Gomega, tenant string) *corev1.PersistentVolumeClaim {
+		var list corev1.PersistentVolumeClaimList
+		g.Expect(env.Client.List(context.Background(), &list, client.InNamespace(s.tplNS),
+			client.MatchingLabels{pipeline.LabelOwnerName: "ide", pipeline.LabelOwnerNamespace: tenant})).To(Succeed())
+		if len(list.Items) != 1 {
+			return nil
+		}
+		return &list.Items[0]
+	}
+	jobs := map[string]*batchv1.Job{}
+	eventually(t, func(g Gomega) {
+		for _, tenant := range tenants {
+			j := jobOf(g, tenant)
+			g.Expect(j).NotTo(BeNil(), "no Job for tenant %s", tenant)
+			g.Expect(j.Name).To(HavePrefix(tenant + "-ide-"))
+			ws := workspaceOf(g, tenant)
+			g.Expect(ws).NotTo(BeNil(), "no workspace for tenant %s", tenant)
+			g.Expect(ws.Name).To(HavePrefix(tenant + "-ide-"))
+			g.Expect(j.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal(ws.Name))
+			jobs[tenant] = j
+		}
+	})
+	g := NewWithT(t)
+	g.Expect(jobs[tenants[0]].Name).NotTo(Equal(jobs[tenants[1]].Name))
+	for _, j := range jobs {
+		c := j.Spec.Template.Spec.Containers[0]
+		g.Expect(c.Resources.Requests.Cpu().String()).To(Equal("250m"), "the platform's request, not the tenant's 64")
+		g.Expect(j.Labels).NotTo(HaveKey(pipeline.QueueLabel), "a tenant's queue name is not the template namespace's")
+		g.Expect(*j.Spec.Suspend).To(BeFalse())
+	}
+	eventually(t, func(g Gomega) {
+		for _, tenant := range tenants {
+			size := workspaceOf(g, tenant).Spec.Resources.Requests[corev1.ResourceStorage]
+			g.Expect(size.String()).To(Equal(pipeline.DefaultWorkspaceSize.String()), "the platform's size, not the tenant's")
+		}
+	})
+	for _, tenant := range tenants {
+		runJob(t, jobs[tenant], 0, fmt.Sprintf(`{"digest":%q,"reference":"registry.example.com/claims/%s/ide@%s","sourceRevision":"c0ffee"}`, digest, tenant, digest))
+	}
+	eventually(t, func(g Gomega) {
+		for _, tenant := range tenants {
+			c := getClaim(g, client.ObjectKey{Namespace: tenant, Name: "ide"})
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded), "tenant %s", tenant)
+			g.Expect(c.Status.JobRef.Name).To(Equal(jobs[tenant].Name))
+		}
+	})
 }
