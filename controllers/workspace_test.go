@@ -55,9 +55,22 @@ func TestForeignWorkspaceIsNeitherMountedNorDeleted(t *testing.T) {
 	g.Expect(got.UID).To(Equal(foreign.UID))
 	g.Expect(got.OwnerReferences).To(BeEmpty(), "not adopted")
 
-	// The owner of the foreign PVC removes it (envtest has no
-	// pvc-protection controller, so it goes at once); the run goes on.
+	// The owner of the foreign PVC removes it; the run goes on. envtest
+	// runs no pvc-protection controller: play it (drop its finalizer).
 	g.Expect(env.Client.Delete(ctx, got)).To(Succeed())
+	eventually(t, func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), pvc)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		if pvc.UID == foreign.UID {
+			pvc.Finalizers = nil
+			g.Expect(env.Client.Update(ctx, pvc)).To(Succeed())
+			g.Expect(apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(foreign), pvc))).To(BeTrue())
+		}
+	})
 	job := waitJob(t, ns, key.Name, 1, 1)
 	var own *corev1.PersistentVolumeClaim
 	eventually(t, func(g Gomega) {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,7 +87,17 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 		setProgress(s.status, ReasonNamespaceMissing, fmt.Sprintf("namespace %s, where this run must go (the manager's --template-namespace), does not exist: a platform admin must create it", params.Namespace))
 		return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
 	case apierrors.IsAlreadyExists(err):
-		return ctrl.Result{}, p.existingWorkspace(ctx, s, key)
+		err := p.existingWorkspace(ctx, s, key)
+		var se *StepError
+		if errors.As(err, &se) && se.Reason == ReasonWorkspaceConflict {
+			// Not a reconcile error: nothing packline watches says when the
+			// PVC is gone, so look again after the longest backoff, rather
+			// than after an error backoff that grows to a quarter hour.
+			reportStepError(s, err)
+			s.stop = true
+			return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
+		}
+		return ctrl.Result{}, err
 	case err != nil:
 		return ctrl.Result{}, &StepError{Reason: ReasonWorkspaceRejected, Err: fmt.Errorf("creating workspace PVC %s/%s: %w", key.Namespace, key.Name, err)}
 	}
@@ -117,9 +128,18 @@ func (p *Pipeline) existingWorkspace(ctx context.Context, s *scope, key client.O
 
 // workspaceConflict is the stalled run's error: it names the PVC, which
 // is in a namespace the reader of the message can see (the owner's), or
-// the template namespace (then it says only that).
+// the template namespace (then it says only that). A PVC whose controller
+// is a deleted predecessor of the same kind and name is the garbage
+// collector's to remove: the run waits for it (Reconciling, not Stalled),
+// still neither mounting nor deleting it.
 func workspaceConflict(s *scope, pvc *corev1.PersistentVolumeClaim) error {
 	kind := s.owner.GVK.Kind
+	if ref := metav1.GetControllerOfNoCopy(pvc); ref != nil && ref.Kind == kind && ref.Name == s.owner.Name &&
+		ref.APIVersion == s.owner.GVK.GroupVersion().String() {
+		return &StepError{Reason: ReasonWorkspaceConflict, Err: fmt.Errorf(
+			"workspace PVC %s/%s belongs to an earlier %s of the same name (uid %s); waiting for it to be garbage-collected",
+			pvc.Namespace, pvc.Name, kind, ref.UID)}
+	}
 	if s.remote() {
 		return &StepError{Reason: ReasonWorkspaceConflict, Stall: true, Err: fmt.Errorf(
 			"workspace PVC %s in the template namespace exists but was not made for this %s: packline neither mounts nor deletes it; a platform admin must remove it",
