@@ -478,10 +478,31 @@ func TestRecreatedArtifactDoesNotAdoptOldJob(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring("belongs to an earlier Artifact of the same name"))
 		g.Expect(a.Status.JobRef).To(BeNil())
 	})
-	// The collector removes the old Job; the new Artifact runs its own.
+	// The collector removes the old Job and workspace (envtest has no
+	// pvc-protection controller either: drop its finalizer); the new
+	// Artifact runs its own.
 	if err := env.Client.Delete(ctx, old, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 		t.Fatal(err)
 	}
+	oldWS := &corev1.PersistentVolumeClaim{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pipeline.WorkspaceName(key.Name)}, oldWS); err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(oldWS, first) {
+		t.Fatalf("the workspace is not the first Artifact's: %v", oldWS.OwnerReferences)
+	}
+	if err := env.Client.Delete(ctx, oldWS); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func(g Gomega) {
+		pvc := &corev1.PersistentVolumeClaim{}
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(oldWS), pvc)
+		if apierrors.IsNotFound(err) || pvc.UID != oldWS.UID {
+			return
+		}
+		pvc.Finalizers = nil
+		g.Expect(env.Client.Update(ctx, pvc)).To(Succeed())
+	})
 	eventually(t, func(g Gomega) {
 		jobs := jobsOf(g, ns, key.Name)
 		g.Expect(jobs).To(HaveLen(1))

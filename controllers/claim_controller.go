@@ -186,7 +186,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	// render goes there, as a private template's does.
 	profileSigns := profile != nil && profile.Spec.Signing != nil
 	if profileSigns {
-		if err := claims.ProfileSignedTarget(profile.Name, c); err != nil {
+		if err := claims.ProfileSignedTarget(profile.Name, tpl, c); err != nil {
 			return blocked(ReasonTargetNotAllowed, err)
 		}
 	}
@@ -214,6 +214,9 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// (and the profile's) Secrets are; see claims.PrivateTarget.
 		ns = in.TemplateNamespace
 		t.PushSecretRef = tpl.Spec.PushSecretRef
+		// The transport of the admin's credential is the template's, never
+		// the tenant's (claims.PrivateTarget refuses a weaker one).
+		t.PlainHTTP, t.InsecureSkipTLSVerify = tpl.Spec.PushPlainHTTP, tpl.Spec.PushInsecureSkipTLSVerify
 		hints = privateHints(tpl)
 	}
 	if tpl.Spec.Private() {
@@ -302,8 +305,8 @@ func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Obj
 			Message: fmt.Sprintf("ClaimTemplate %s reads a private repository, and its Claims may only delete from %s", tpl.Name, repo)}
 	}
 	t := c.GetPushTarget()
-	return r.Pipeline.Config.TemplateNamespace, v1alpha1.Target{Tag: t.Tag, PlainHTTP: t.PlainHTTP,
-		InsecureSkipTLSVerify: t.InsecureSkipTLSVerify, PushSecretRef: tpl.Spec.PushSecretRef}, nil
+	return r.Pipeline.Config.TemplateNamespace, v1alpha1.Target{Tag: t.Tag, PlainHTTP: tpl.Spec.PushPlainHTTP,
+		InsecureSkipTLSVerify: tpl.Spec.PushInsecureSkipTLSVerify, PushSecretRef: tpl.Spec.PushSecretRef}, nil
 }
 
 func profileSpec(p *v1alpha1.EnvironmentProfile) *v1alpha1.EnvironmentProfileSpec {

@@ -14,6 +14,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -48,19 +49,20 @@ func (s privateSetup) template(name string) *v1alpha1.ClaimTemplate {
 	return tpl
 }
 
+// workspaceIn finds the live workspace of the owner named owner in ns, by
+// label: in the template namespace its name carries the tenant namespace
+// and a hash (pipeline.RunBase).
 func workspaceIn(g Gomega, ns, owner string) *corev1.PersistentVolumeClaim {
-	pvc := &corev1.PersistentVolumeClaim{}
-	err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pipeline.WorkspaceName(owner)}, pvc)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	g.Expect(err).NotTo(HaveOccurred())
-	if !pvc.DeletionTimestamp.IsZero() {
+	var list corev1.PersistentVolumeClaimList
+	g.Expect(env.Client.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{pipeline.LabelOwnerName: owner})).To(Succeed())
+	for i := range list.Items {
 		// envtest runs no pvc-protection controller: a deleted PVC stays
 		// with its finalizer.
-		return nil
+		if pvc := &list.Items[i]; pvc.DeletionTimestamp.IsZero() {
+			return pvc
+		}
 	}
-	return pvc
+	return nil
 }
 
 func volume(job *batchv1.Job, name string) *corev1.Volume {
@@ -84,6 +86,9 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 	s := startPrivate(t)
 	tenant := newNamespace(t)
 	tpl := s.template(tenant + "-private")
+	// The admin's credential travels as the template says; the Claim may
+	// repeat that, not weaken it (TestAdminRunTransport).
+	tpl.Spec.PushPlainHTTP, tpl.Spec.PushInsecureSkipTLSVerify = true, true
 	create(t, tpl)
 
 	ok := wrappers.MakeClaim("ide", tenant, tpl.Name).Values(`{"replicas":2}`).
@@ -187,6 +192,11 @@ func TestPrivateTemplateTargetNotAllowed(t *testing.T) {
 		"spec.target.repository":    {Repository: "evil.example.com/loot"},
 		"spec.target.pushSecretRef": {PushSecretRef: &corev1.LocalObjectReference{Name: s.pushSecret}},
 		"spec.target.caSecretRef":   {CASecretRef: &corev1.LocalObjectReference{Name: "ca"}},
+		// The template sets neither: the admin's push credential is not
+		// sent over plain HTTP, or to an unverified server, on the
+		// tenant's say.
+		"spec.target.plainHTTP":             {PlainHTTP: true},
+		"spec.target.insecureSkipTLSVerify": {InsecureSkipTLSVerify: true},
 	}
 	i := 0
 	for field, target := range cases {
@@ -280,6 +290,7 @@ func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
 	s := startPrivate(t)
 	tenant := newNamespace(t)
 	tpl := s.template(tenant + "-private")
+	tpl.Spec.PushPlainHTTP = true
 	create(t, tpl)
 	cases := []struct {
 		name, repo  string
@@ -401,5 +412,130 @@ func TestPrivateTemplateNamespaceMissing(t *testing.T) {
 		g.Expect(ready.Reason).To(Equal(pipeline.ReasonNamespaceMissing))
 		g.Expect(ready.Message).To(ContainSubstring("namespace " + missing))
 		g.Expect(jobsOf(g, tenant, c.Name)).To(BeEmpty())
+	})
+}
+
+// An admin run's push credential travels as the template says: the
+// Claim's plainHTTP and insecureSkipTLSVerify may repeat the template's
+// spec.pushPlainHTTP and spec.pushInsecureSkipTLSVerify, never weaken
+// them, and the worker gets the template's.
+func TestAdminRunTransport(t *testing.T) {
+	profile := v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: "lab"}, Spec: v1alpha1.EnvironmentProfileSpec{
+		NamespaceSelector: metav1.LabelSelector{MatchLabels: map[string]string{"site": "lab"}},
+		Signing:           &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "platform-cosign"}}}}
+	private := func(plain, insecure bool) *v1alpha1.ClaimTemplate {
+		tpl := wrappers.MakeClaimTemplate("tpl").Open().Private("repo-creds", "push-creds").Obj()
+		tpl.Spec.PushPlainHTTP, tpl.Spec.PushInsecureSkipTLSVerify = plain, insecure
+		return tpl
+	}
+	public := wrappers.MakeClaimTemplate("tpl").Open().Obj()
+	for _, tc := range []struct {
+		name              string
+		tpl               *v1alpha1.ClaimTemplate
+		labels            map[string]string
+		target            v1alpha1.Target
+		wantMsg           string
+		wantPlain, wantTL bool
+	}{
+		{name: "private, the tenant asks for plain HTTP", tpl: private(false, false), target: v1alpha1.Target{PlainHTTP: true},
+			wantMsg: "spec.target.plainHTTP: not allowed, because ClaimTemplate tpl reads a private repository"},
+		{name: "private, the tenant skips TLS verification", tpl: private(false, false), target: v1alpha1.Target{InsecureSkipTLSVerify: true},
+			wantMsg: "spec.target.insecureSkipTLSVerify: not allowed"},
+		{name: "profile signs, the tenant asks for plain HTTP", tpl: public, labels: map[string]string{"site": "lab"}, target: v1alpha1.Target{PlainHTTP: true},
+			wantMsg: "spec.target.plainHTTP: not allowed, because EnvironmentProfile lab signs"},
+		{name: "the template's flags, repeated by the Claim", tpl: private(true, true), target: v1alpha1.Target{PlainHTTP: true, InsecureSkipTLSVerify: true},
+			wantPlain: true, wantTL: true},
+		{name: "the template's flags, the Claim silent", tpl: private(true, false), wantPlain: true},
+		{name: "neither", tpl: private(false, false)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			c := wrappers.MakeClaim("ide", "team-a", "tpl").Target(tc.target).Obj()
+			work, err := controllers.ClaimWork(c, controllers.ClaimInputs{Template: tc.tpl, TemplateNamespace: "packline-system",
+				NamespaceLabels: tc.labels, Profiles: []v1alpha1.EnvironmentProfile{profile}})
+			if tc.wantMsg != "" {
+				var blocked *pipeline.Blocked
+				g.Expect(errors.As(err, &blocked)).To(BeTrue(), "err = %v", err)
+				g.Expect(blocked.Reason).To(Equal(controllers.ReasonTargetNotAllowed))
+				g.Expect(blocked.Message).To(ContainSubstring(tc.wantMsg))
+				return
+			}
+			g.Expect(err).NotTo(HaveOccurred())
+			target := work.Spec.(spec.Claim).Target
+			g.Expect([]bool{target.PlainHTTP, target.Insecure}).To(Equal([]bool{tc.wantPlain, tc.wantTL}))
+		})
+	}
+}
+
+// Two tenants' Claims of one name, both of a private template, run side by
+// side in the template namespace: each has its own Job and workspace, named
+// after its tenant namespace, and both succeed. Their runs are bounded by
+// the platform's values, whatever the tenant asked for.
+func TestAdminRunsOfTwoTenantsDoNotCollide(t *testing.T) {
+	s := startPrivate(t)
+	tenants := []string{newNamespace(t), newNamespace(t)}
+	tpl := s.template(tenants[0] + "-shared")
+	create(t, tpl)
+	for _, tenant := range tenants {
+		c := wrappers.MakeClaim("ide", tenant, tpl.Name).Obj()
+		// Asking the platform's quota for more than it gives.
+		c.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")}}
+		c.Spec.Workspace = &v1alpha1.WorkspaceSpec{Size: resource.NewQuantity(1<<50, resource.BinarySI)}
+		c.Spec.QueueName = "tenant-queue"
+		create(t, c)
+	}
+	jobOf := func(g Gomega, tenant string) *batchv1.Job {
+		for _, j := range jobsOf(g, s.tplNS, "ide") {
+			if j.Labels[pipeline.LabelOwnerNamespace] == tenant {
+				return &j
+			}
+		}
+		return nil
+	}
+	workspaceOf := func(g Gomega, tenant string) *corev1.PersistentVolumeClaim {
+		var list corev1.PersistentVolumeClaimList
+		g.Expect(env.Client.List(context.Background(), &list, client.InNamespace(s.tplNS),
+			client.MatchingLabels{pipeline.LabelOwnerName: "ide", pipeline.LabelOwnerNamespace: tenant})).To(Succeed())
+		if len(list.Items) != 1 {
+			return nil
+		}
+		return &list.Items[0]
+	}
+	jobs := map[string]*batchv1.Job{}
+	eventually(t, func(g Gomega) {
+		for _, tenant := range tenants {
+			j := jobOf(g, tenant)
+			g.Expect(j).NotTo(BeNil(), "no Job for tenant %s", tenant)
+			g.Expect(j.Name).To(HavePrefix(tenant + "-ide-"))
+			ws := workspaceOf(g, tenant)
+			g.Expect(ws).NotTo(BeNil(), "no workspace for tenant %s", tenant)
+			g.Expect(ws.Name).To(HavePrefix(tenant + "-ide-"))
+			g.Expect(j.Spec.Template.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal(ws.Name))
+			jobs[tenant] = j
+		}
+	})
+	g := NewWithT(t)
+	g.Expect(jobs[tenants[0]].Name).NotTo(Equal(jobs[tenants[1]].Name))
+	for _, j := range jobs {
+		c := j.Spec.Template.Spec.Containers[0]
+		g.Expect(c.Resources.Requests.Cpu().String()).To(Equal("250m"), "the platform's request, not the tenant's 64")
+		g.Expect(j.Labels).NotTo(HaveKey(pipeline.QueueLabel), "a tenant's queue name is not the template namespace's")
+		g.Expect(*j.Spec.Suspend).To(BeFalse())
+	}
+	eventually(t, func(g Gomega) {
+		for _, tenant := range tenants {
+			size := workspaceOf(g, tenant).Spec.Resources.Requests[corev1.ResourceStorage]
+			g.Expect(size.String()).To(Equal(pipeline.DefaultWorkspaceSize.String()), "the platform's size, not the tenant's")
+		}
+	})
+	for _, tenant := range tenants {
+		runJob(t, jobs[tenant], 0, fmt.Sprintf(`{"digest":%q,"reference":"registry.example.com/claims/%s/ide@%s","sourceRevision":"c0ffee"}`, digest, tenant, digest))
+	}
+	eventually(t, func(g Gomega) {
+		for _, tenant := range tenants {
+			c := getClaim(g, client.ObjectKey{Namespace: tenant, Name: "ide"})
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded), "tenant %s", tenant)
+			g.Expect(c.Status.JobRef.Name).To(Equal(jobs[tenant].Name))
+		}
 	})
 }

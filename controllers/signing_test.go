@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -203,6 +204,7 @@ func TestProfileSignedClaimRunsInTemplateNamespace(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, profile) })
 	tpl := wrappers.MakeClaimTemplate(tenant + "-public").Open().Obj()
 	tpl.Spec.PushSecretRef = &corev1.LocalObjectReference{Name: s.pushSecret}
+	tpl.Spec.PushPlainHTTP = true
 	create(t, tpl)
 
 	c := wrappers.MakeClaim("signed", tenant, tpl.Name).Obj()
@@ -230,4 +232,35 @@ func TestProfileSignedClaimRunsInTemplateNamespace(t *testing.T) {
 	cleanup := waitCleanupJob(t, s.tplNS, c.Name)
 	g.Expect(volume(cleanup, "push-auth").Secret.SecretName).To(Equal(s.pushSecret))
 	g.Expect(volume(cleanup, "signing-key")).To(BeNil(), "deleting needs no signing key")
+}
+
+// A digest written into status (claims/status and artifacts/status are
+// tenant-writable) is never what a sign-only retry signs: only what an
+// earlier attempt's own pod reported pushing is. Here attempt 1 fails
+// before pushing, with a forged status.digest in place: attempt 2 pushes
+// and signs afresh.
+func TestForgedStatusDigestIsNotSigned(t *testing.T) {
+	startManager(t)
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "forged"}
+	a := wrappers.MakeArtifact(key.Name, ns).Obj()
+	a.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "cosign-key"}}
+	create(t, a)
+	job := waitJob(t, ns, key.Name, 1, 1)
+
+	forged := "sha256:" + strings.Repeat("f", 64)
+	g := NewWithT(t)
+	NewWithT(t).Eventually(func() error {
+		got := getArtifact(g, key)
+		got.Status.Digest, got.Status.Reference = forged, "registry.example.com/acme/tiny@"+forged
+		return env.Client.Status().Update(context.Background(), got)
+	}).WithTimeout(20 * time.Second).Should(Succeed())
+	runJob(t, job, 1, retryable)
+	eventually(t, func(g Gomega) {
+		got := getArtifact(g, key)
+		g.Expect(got.Status.Phase).To(Or(Equal(v1alpha1.PhaseRetrying), Equal(v1alpha1.PhasePending)))
+		g.Expect(got.Status.Digest).To(Equal(forged), "the forged digest is still in status when attempt 2 starts")
+	})
+	next := waitJob(t, ns, key.Name, 1, 2)
+	g.Expect(envOf(next.Spec.Template.Spec.Containers[0])).NotTo(HaveKey(spec.EnvPushedDigest))
 }

@@ -255,9 +255,23 @@ type ClaimTemplateSpec struct {
 	// namespace for pushing the renders of a template with
 	// spec.source.secretRef. Such Claims always push to
 	// "<repositoryPrefix>/<namespace>/<name>": they may set only the tag
-	// and the plain-HTTP and TLS flags of spec.target.
+	// of spec.target.
 	// +optional
 	PushSecretRef *corev1.LocalObjectReference `json:"pushSecretRef,omitempty"`
+
+	// pushPlainHTTP pushes with pushSecretRef over plain HTTP. It applies
+	// to the Claims that render in the template namespace (a private
+	// template's, and those an EnvironmentProfile signs): the platform's
+	// credential travels as the platform says. Such a Claim may not set
+	// spec.target.plainHTTP unless this is set too.
+	// +optional
+	PushPlainHTTP bool `json:"pushPlainHTTP,omitempty"`
+
+	// pushInsecureSkipTLSVerify skips TLS verification of the registry
+	// for the same pushes; such a Claim may not set
+	// spec.target.insecureSkipTLSVerify unless this is set too.
+	// +optional
+	PushInsecureSkipTLSVerify bool `json:"pushInsecureSkipTLSVerify,omitempty"`
 }
 
 // Private reports whether the template's repository needs credentials, so

@@ -224,22 +224,26 @@ func Admissible(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, nsLabels map[str
 // template says, with the template's spec.pushSecretRef. A tenant who could
 // pick the repository, push Secret or CA would choose where a render made
 // with the admin's credential goes, or make the render mount a Secret of
-// the template namespace by name (spec.signing's key Secret too). The tag
-// and the plain-HTTP and TLS flags stay the Claim's.
+// the template namespace by name (spec.signing's key Secret too). Nor may
+// it weaken the transport the admin's credential travels over: plain HTTP
+// or skipped TLS verification would hand it to whoever sits on the path,
+// so they are the template's (spec.pushPlainHTTP,
+// spec.pushInsecureSkipTLSVerify), and a Claim may only repeat them. The
+// tag stays the Claim's.
 func PrivateTarget(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) error {
-	return adminRunFields(c, fmt.Sprintf("ClaimTemplate %s reads a private repository", tpl.Name))
+	return adminRunFields(tpl, c, fmt.Sprintf("ClaimTemplate %s reads a private repository", tpl.Name))
 }
 
 // ProfileSignedTarget is the same rule for Claims whose EnvironmentProfile
 // signs them: the profile's key is in the template namespace, so their
 // render runs there too, and their signing key is the profile's.
-func ProfileSignedTarget(profile string, c *v1alpha1.Claim) error {
-	return adminRunFields(c, fmt.Sprintf("EnvironmentProfile %s signs the Claims of this namespace with its own key", profile))
+func ProfileSignedTarget(profile string, tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim) error {
+	return adminRunFields(tpl, c, fmt.Sprintf("EnvironmentProfile %s signs the Claims of this namespace with its own key", profile))
 }
 
 // adminRunFields refuses the fields a Claim that renders in the template
 // namespace may not set.
-func adminRunFields(c *v1alpha1.Claim, because string) error {
+func adminRunFields(tpl *v1alpha1.ClaimTemplate, c *v1alpha1.Claim, because string) error {
 	var fields []string
 	if t := c.Spec.Target; t != nil {
 		if t.Repository != "" {
@@ -251,6 +255,12 @@ func adminRunFields(c *v1alpha1.Claim, because string) error {
 		if t.CASecretRef != nil {
 			fields = append(fields, "spec.target.caSecretRef")
 		}
+		if t.PlainHTTP && !tpl.Spec.PushPlainHTTP {
+			fields = append(fields, "spec.target.plainHTTP")
+		}
+		if t.InsecureSkipTLSVerify && !tpl.Spec.PushInsecureSkipTLSVerify {
+			fields = append(fields, "spec.target.insecureSkipTLSVerify")
+		}
 	}
 	if c.Spec.Signing != nil {
 		fields = append(fields, "spec.signing")
@@ -258,6 +268,6 @@ func adminRunFields(c *v1alpha1.Claim, because string) error {
 	if len(fields) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: not allowed, because %s: such Claims render in the template namespace and push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef; remove %s (tag, plainHTTP and insecureSkipTLSVerify stay allowed)",
+	return fmt.Errorf("%s: not allowed, because %s: such Claims render in the template namespace and push only to the template's spec.repositoryPrefix, with its spec.pushSecretRef, over the transport its spec.pushPlainHTTP and spec.pushInsecureSkipTLSVerify set; remove %s (only the tag is the Claim's)",
 		strings.Join(fields, ", "), because, map[bool]string{false: "it", true: "them"}[len(fields) > 1])
 }

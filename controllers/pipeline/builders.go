@@ -78,14 +78,14 @@ type WorkspaceParams struct {
 	StorageClass *string
 }
 
-// BuildWorkspace returns the workspace PVC <owner>-workspace.
+// BuildWorkspace returns the workspace PVC <base>-workspace (see RunBase).
 func BuildWorkspace(p WorkspaceParams) *corev1.PersistentVolumeClaim {
 	size := *workspaceSize(p)
 	ns, labels, refs := p.Owner.placement(p.Namespace)
 	return &corev1.PersistentVolumeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            WorkspaceName(p.Owner.Name),
+			Name:            WorkspaceName(RunBase(p.Owner, ns)),
 			Namespace:       ns,
 			Labels:          labels,
 			OwnerReferences: refs,
@@ -162,8 +162,8 @@ func managedByOf(p JobParams) *string {
 // backoffLimit is 0; and it never edits the Job after creation, because Kueue
 // owns spec.suspend.
 func BuildJob(p JobParams) *batchv1.Job {
-	name := JobName(p.Owner.Name, p.Generation, p.InputsHash, p.Attempt)
 	ns, labels, refs := p.Owner.placement(p.Namespace)
+	name := JobName(RunBase(p.Owner, ns), p.Generation, p.InputsHash, p.Attempt)
 	labels[LabelGeneration] = strconv.FormatInt(p.Generation, 10)
 	labels[LabelAttempt] = strconv.Itoa(int(p.Attempt))
 	labels[LabelInputs] = p.InputsHash
@@ -191,7 +191,7 @@ func BuildJob(p JobParams) *batchv1.Job {
 		{Name: "tmp", MountPath: spec.TmpDir},
 	}, p.Mounts...)
 	workspace := corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName(p.Owner.Name)},
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName(RunBase(p.Owner, ns))},
 	}
 	if p.EphemeralWorkspace {
 		workspace = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}

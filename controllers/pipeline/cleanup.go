@@ -211,13 +211,18 @@ func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string,
 	if err != nil {
 		return err
 	}
+	resources := obj.GetPipelineSpec().Resources
+	if ns != "" && ns != owner.Namespace {
+		// An admin run's cleanup: the platform's quota (see BoundAdminSpec).
+		resources = capResources(resources, p.Config.WorkerResources)
+	}
 	job := BuildJob(JobParams{
 		Owner: owner, Namespace: ns, Generation: obj.GetGeneration(), Attempt: attempt, InputsHash: cleanupInputs,
 		Image: p.Config.WorkerImage, Command: "delete", SpecJSON: doc,
 		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
 		Timeout: min(p.Config.DefaultTimeout, cleanupTimeout), TTLAfterFinished: p.Config.JobTTL,
 		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, obj.GetPipelineSpec().Resources)),
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, resources)),
 		TmpSize:            p.Config.WorkerTmpSize,
 	})
 	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {

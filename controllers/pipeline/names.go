@@ -31,8 +31,30 @@ const (
 	QueueLabel = "kueue.x-k8s.io/queue-name"
 )
 
-// WorkspaceName is the deterministic name of an object's workspace PVC.
-func WorkspaceName(owner string) string { return owner + "-workspace" }
+// WorkspaceName is the deterministic name of a run's workspace PVC; base
+// is RunBase's.
+func WorkspaceName(base string) string { return base + "-workspace" }
+
+// RunBase is what the names of an owner's Jobs and workspace start with in
+// namespace ns. In the owner's own namespace it is the owner's name. In
+// another namespace (an admin run: a private template's or a signing
+// profile's Claims render in the template namespace) Claims of one name
+// from many tenants meet, so the base carries the owner's namespace, for
+// people, and a hash of its UID, so that two tenants' names can never be
+// the same: the UID is assigned by the API server, which no tenant can
+// choose or grind ("team-a" + "b-c" and "team-a-b" + "c" differ by their
+// hash). It stays within 63 characters, so a Job's pod labels stay valid.
+func RunBase(o Owner, ns string) string {
+	if ns == "" || ns == o.Namespace || o.Namespace == "" {
+		return o.Name
+	}
+	h := "-" + short(hashOf(o.UID), 8)
+	base := o.Namespace + "-" + o.Name
+	if keep := validation.DNS1123LabelMaxLength - len(h); len(base) > keep {
+		base = trimDash(base[:keep])
+	}
+	return base + h
+}
 
 // JobName is the deterministic name of the Job for one (generation, inputs,
 // attempt). Because it is deterministic, a stale cache can never create a

@@ -72,7 +72,7 @@ func (p *Pipeline) deleteRemoteChildren(ctx context.Context, obj Object) error {
 		if !remote(pvc) {
 			continue
 		}
-		if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
+		if err := p.deleteWorkspace(ctx, pvc); err != nil {
 			return fmt.Errorf("deleting workspace %s/%s: %w", pvc.Namespace, pvc.Name, err)
 		}
 		logf.FromContext(ctx).Info("deleted workspace of a deleted owner", "namespace", pvc.Namespace, "pvc", pvc.Name)

@@ -27,7 +27,7 @@ func isResolveJob(j *batchv1.Job) bool { return strings.HasPrefix(j.Labels[Label
 // dispatched reports whether this run's Jobs are handed to another
 // cluster (--job-managed-by on a queued run).
 func (p *Pipeline) dispatched(s *scope) bool {
-	return p.Config.JobManagedBy != "" && s.obj.GetPipelineSpec().QueueName != ""
+	return p.Config.JobManagedBy != "" && p.runSpec(s).QueueName != ""
 }
 
 // resultFromRegistry stands in for the termination message of an attempt
@@ -71,7 +71,7 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts, EphemeralWorkspace: true,
 		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
 		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.obj.GetPipelineSpec().Resources)),
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, p.runSpec(s).Resources)),
 		TmpSize:            p.Config.WorkerTmpSize,
 	})
 	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -1,7 +1,12 @@
 package pipeline
 
 import (
+	"context"
 	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,13 +45,46 @@ func recordSigning(st *v1alpha1.PipelineStatus, o Observation) {
 }
 
 // pushedEarlier is the artifact an earlier attempt of the current run
-// pushed and failed to sign. startRun clears status.digest when a run
-// starts, so a digest in a run that has not succeeded can only be that.
-func pushedEarlier(st *v1alpha1.PipelineStatus) *result.Pushed {
-	if st.Digest == "" || st.Phase == v1alpha1.PhaseSucceeded {
-		return nil
+// pushed and failed to sign, which this attempt then only signs. It is
+// read where that attempt's own worker wrote it, the termination message
+// of its pod (PushedBy), and never from status: status.digest is
+// writable by anyone with the status subresource, a tenant included, and
+// a run whose profile signs would put the platform's key on whatever
+// digest was written there. When no earlier attempt's Job and pod are left
+// (deleted, collected by their TTL) the attempt pushes again: same inputs,
+// same digest, and then signs what it pushed itself.
+func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (*result.Pushed, error) {
+	for a := attempt - 1; a >= 1; a-- {
+		job := s.jobs[a]
+		if job == nil {
+			continue
+		}
+		var pods corev1.PodList
+		if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			return nil, fmt.Errorf("listing pods of Job %s: %w", job.Name, err)
+		}
+		if pushed := PushedBy(job, pods.Items); pushed != nil {
+			return pushed, nil
+		}
 	}
-	return &result.Pushed{Digest: st.Digest, Reference: st.Reference, SourceRevision: st.SourceRevision}
+	return nil, nil
+}
+
+// PushedBy is what a failed attempt's worker reported it pushed before
+// its signature failed, read from the termination message of a pod that
+// the Job controls (a pod is only labelled with the Job's name by choice;
+// the controller reference carries the Job's UID).
+func PushedBy(job *batchv1.Job, pods []corev1.Pod) *result.Pushed {
+	var own []corev1.Pod
+	for _, pod := range pods {
+		if ref := metav1.GetControllerOfNoCopy(&pod); ref != nil && ref.UID == job.UID && ref.Kind == "Job" {
+			own = append(own, pod)
+		}
+	}
+	if o := Observe(job, own); o.State == StateFailed {
+		return o.Pushed
+	}
+	return nil
 }
 
 // clearSigned drops the previous run's Signed condition when a run starts.

@@ -1,30 +1,33 @@
 package pipeline
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/spec"
+	. "github.com/packline/packline/test/wrappers"
 )
 
 const sigDigest = "sha256:1111111111111111111111111111111111111111111111111111111111111111"
 
-// recordSigning and pushedEarlier: what a finished attempt leaves in
-// status, and what the next attempt is told about it.
+// recordSigning: what a finished attempt leaves in status (PushedBy, not
+// status, tells the next attempt what was pushed).
 func TestRecordSigning(t *testing.T) {
 	pushed := &result.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
 	type want struct {
 		signature, digest string
 		signed            metav1.ConditionStatus // "" means no condition
 		reason            string
-		next              *result.Pushed
 	}
 	for _, tc := range []struct {
 		name  string
@@ -39,7 +42,7 @@ func TestRecordSigning(t *testing.T) {
 			o: Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: "r@" + digest}}},
 		{name: "signature push failed after the push", phase: v1alpha1.PhaseRetrying,
 			o:    Observation{State: StateFailed, Reason: failure.ReasonSignaturePush, Message: "registry went away", Pushed: pushed},
-			want: want{digest: digest, signed: metav1.ConditionFalse, reason: failure.ReasonSignaturePush, next: pushed}},
+			want: want{digest: digest, signed: metav1.ConditionFalse, reason: failure.ReasonSignaturePush}},
 		{name: "wrong password before anything was pushed", phase: v1alpha1.PhaseFailed,
 			o:    Observation{State: StateFailed, Reason: failure.ReasonSigningKeyPassword, Message: "cannot decrypt", Permanent: true},
 			want: want{signed: metav1.ConditionFalse, reason: failure.ReasonSigningKeyPassword}},
@@ -50,7 +53,7 @@ func TestRecordSigning(t *testing.T) {
 			st := &v1alpha1.PipelineStatus{}
 			recordSigning(st, tc.o)
 			st.Phase = tc.phase
-			got := want{signature: st.Signature, digest: st.Digest, next: pushedEarlier(st)}
+			got := want{signature: st.Signature, digest: st.Digest}
 			if tc.o.State == StateSucceeded {
 				got.digest = "" // apply records a success's digest, not recordSigning
 			}
@@ -64,11 +67,43 @@ func TestRecordSigning(t *testing.T) {
 	}
 }
 
-// A succeeded run's digest is never taken for an unsigned push.
-func TestPushedEarlierIgnoresSucceededRuns(t *testing.T) {
-	st := &v1alpha1.PipelineStatus{Phase: v1alpha1.PhaseSucceeded, Digest: digest, Reference: "r@" + digest}
-	if p := pushedEarlier(st); p != nil {
-		t.Errorf("pushedEarlier = %+v", p)
+// PushedBy reads what a failed attempt pushed from the termination message
+// of the Job's own pod, never from status (a tenant writes status.digest
+// with claims/status or artifacts/status) and never from a pod that only
+// carries the Job's name label.
+func TestPushedBy(t *testing.T) {
+	pushed := &result.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
+	msg := fmt.Sprintf(`{"error":{"reason":"SignaturePushFailed","message":"attaching failed","permanent":false,"pushed":{"digest":%q,"reference":%q,"sourceRevision":"abc"}}}`,
+		pushed.Digest, pushed.Reference)
+	failed := func() *batchv1.Job {
+		j := MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj()
+		j.UID = "job-uid"
+		return j
+	}
+	ownPod := func(uid types.UID, message string) corev1.Pod {
+		p := MakePod("p", "ns", "j").Terminated(1, message).Obj()
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: uid, Controller: ptrBool(true)}}
+		return *p
+	}
+	for _, tc := range []struct {
+		name string
+		job  *batchv1.Job
+		pods []corev1.Pod
+		want *result.Pushed
+	}{
+		{"the Job's own pod reports the push", failed(), []corev1.Pod{ownPod("job-uid", msg)}, pushed},
+		{"a pod that only carries the Job's name label", failed(), []corev1.Pod{ownPod("someone-else", msg)}, nil},
+		{"a pod with no controller", failed(), []corev1.Pod{*MakePod("p", "ns", "j").Terminated(1, msg).Obj()}, nil},
+		{"failed before pushing", failed(), []corev1.Pod{ownPod("job-uid", retryableMsg)}, nil},
+		{"no pod left", failed(), nil, nil},
+		{"still running", func() *batchv1.Job { j := MakeJob("j", "ns").Active().Obj(); j.UID = "job-uid"; return j }(),
+			[]corev1.Pod{ownPod("job-uid", msg)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, PushedBy(tc.job, tc.pods)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

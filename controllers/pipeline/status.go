@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,24 +57,20 @@ func truncate(s string, n int) string {
 // phase change, and records metrics.
 func (p *Pipeline) finish(ctx context.Context, s *scope) error {
 	st := s.status
-	wsErr := s.awaitWorkspace()
-	if wsErr != nil {
-		reportStepError(s, wsErr)
-	}
 	if st.Phase == v1alpha1.PhasePending && apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady) == nil {
 		setProgress(st, "Pending", "run is starting")
 	}
 	if equality.Semantic.DeepEqual(st, s.before) && !extraChanged(s) {
-		return wsErr
+		return nil
 	}
 	if err := p.Client.Status().Patch(ctx, s.obj, client.MergeFrom(s.base)); err != nil {
-		return errors.Join(wsErr, fmt.Errorf("patching status: %w", err))
+		return fmt.Errorf("patching status: %w", err)
 	}
 	p.patched.record(s.obj, s.base.GetResourceVersion())
 	if st.Phase != s.before.Phase || st.ObservedGeneration != s.before.ObservedGeneration {
 		p.phaseChanged(s)
 	}
-	return wsErr
+	return nil
 }
 
 func extraChanged(s *scope) bool {

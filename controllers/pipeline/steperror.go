@@ -18,6 +18,10 @@ const (
 type StepError struct {
 	Reason string
 	Err    error
+	// Stall marks a cause that only a person can remove (a conflicting
+	// object): status says Stalled, not Reconciling. The reconcile is
+	// still retried with backoff, so the run goes on once it is removed.
+	Stall bool
 }
 
 func (e *StepError) Error() string { return e.Err.Error() }
@@ -36,6 +40,10 @@ func reportStepError(s *scope, err error) {
 	}
 	if s.status.Phase == "" {
 		s.status.Phase = v1alpha1.PhasePending
+	}
+	if se != nil && se.Stall {
+		setStalled(s.status, reason, err.Error())
+		return
 	}
 	setProgress(s.status, reason, err.Error())
 }

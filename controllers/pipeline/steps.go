@@ -42,9 +42,6 @@ type scope struct {
 	verifyJob *batchv1.Job
 	// resolveJobs read dispatched attempts' results from the registry.
 	resolveJobs []*batchv1.Job
-	// workspace delivers the result of a workspace create that runs
-	// alongside the Job's (see startWorkspace); finish waits for it.
-	workspace <-chan error
 	// stop ends the step list early (nothing more to do this reconcile).
 	stop bool
 }
@@ -93,7 +90,7 @@ func (p *Pipeline) startRun(_ context.Context, s *scope) (ctrl.Result, error) {
 	if st.ObservedGeneration == s.obj.GetGeneration() && st.InputsHash == s.work.InputsHash && st.Phase != "" {
 		if rerun {
 			st.LastHandledRequestedAt = requested
-			p.enact(s, Transition(s.run(), RerunRequested(requested), p.retryPolicy(s.obj.GetPipelineSpec())))
+			p.enact(s, Transition(s.run(), RerunRequested(requested), p.retryPolicy(p.runSpec(s))))
 		}
 		return ctrl.Result{}, nil
 	}
@@ -168,37 +165,6 @@ func (p *Pipeline) deleteStaleJobs(ctx context.Context, s *scope) (ctrl.Result, 
 	return ctrl.Result{}, nil
 }
 
-// loadWorkspaces finds the owner's workspace PVCs outside the run's
-// namespace: left behind when a template turned private or public.
-func (p *Pipeline) loadWorkspaces(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.blocked != nil {
-		// No run, so no namespace to keep a workspace in: leave them.
-		return ctrl.Result{}, nil
-	}
-	var list corev1.PersistentVolumeClaimList
-	if err := p.Client.List(ctx, &list, client.MatchingFields{IndexOwnerUID: s.owner.UID}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing workspaces: %w", err)
-	}
-	for _, pvc := range list.Items {
-		if s.ours(&pvc) && pvc.Namespace != s.namespace() && pvc.Name == WorkspaceName(s.owner.Name) && pvc.DeletionTimestamp.IsZero() {
-			s.staleWorkspaces = append(s.staleWorkspaces, pvc)
-		}
-	}
-	return ctrl.Result{}, nil
-}
-
-// deleteStaleWorkspaces deletes the workspaces loadWorkspaces found.
-func (p *Pipeline) deleteStaleWorkspaces(ctx context.Context, s *scope) (ctrl.Result, error) {
-	for i := range s.staleWorkspaces {
-		pvc := &s.staleWorkspaces[i]
-		if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, fmt.Errorf("deleting workspace %s/%s: %w", pvc.Namespace, pvc.Name, err)
-		}
-		logf.FromContext(ctx).Info("deleted workspace of an earlier run in another namespace", "namespace", pvc.Namespace)
-	}
-	return ctrl.Result{}, nil
-}
-
 // reportBlocked turns a kind's *Blocked into status, and runs nothing.
 func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, error) {
 	if s.blocked == nil {
@@ -215,58 +181,10 @@ func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, erro
 	return again, nil
 }
 
-// ensureWorkspace creates the workspace PVC while the run is in progress.
-func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.status.Phase == v1alpha1.PhaseSucceeded || s.status.Phase == v1alpha1.PhaseFailed {
-		return ctrl.Result{}, nil
-	}
-	params := workspaceParams(s)
-	if p.dispatched(s) || p.workspaceCached(ctx, s) {
-		// A dispatched Job brings its own workspace (DispatchedWorkspace).
-		return ctrl.Result{}, nil
-	}
-	if !s.remote() {
-		p.startWorkspace(ctx, s, params)
-		return ctrl.Result{}, nil
-	}
-	err := p.Client.Create(ctx, BuildWorkspace(params))
-	if apierrors.IsNotFound(err) && s.remote() {
-		// The namespace itself is missing (the manager's
-		// --template-namespace); say so rather than fail every reconcile.
-		s.stop = true
-		s.status.Phase = v1alpha1.PhasePending
-		setProgress(s.status, ReasonNamespaceMissing, fmt.Sprintf("namespace %s, where this run must go (the manager's --template-namespace), does not exist: a platform admin must create it", params.Namespace))
-		return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
-	}
-	if apierrors.IsAlreadyExists(err) {
-		return ctrl.Result{}, p.takeOverWorkspace(ctx, client.ObjectKey{Namespace: s.namespace(), Name: WorkspaceName(s.owner.Name)}, s.owner.UID)
-	}
-	if err != nil {
-		return ctrl.Result{}, &StepError{Reason: ReasonWorkspaceRejected, Err: fmt.Errorf("creating workspace PVC %s/%s: %w", params.Namespace, WorkspaceName(s.owner.Name), err)}
-	}
-	return ctrl.Result{}, nil
-}
-
-// takeOverWorkspace relabels an existing workspace that this instance's
-// cache does not hold: one its owner's previous instance made.
-func (p *Pipeline) takeOverWorkspace(ctx context.Context, key client.ObjectKey, uid string) error {
-	pvc := &corev1.PersistentVolumeClaim{}
-	err := p.Client.Get(ctx, key, pvc)
-	if !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err := p.APIReader.Get(ctx, key, pvc); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if pvc.Labels[LabelOwnerUID] != uid {
-		return nil
-	}
-	return p.takeOver(ctx, pvc)
-}
-
-// workspaceParams: spec.workspace, over the kind's defaults (a profile's).
-func workspaceParams(s *scope) WorkspaceParams {
-	ws := s.obj.GetPipelineSpec().Workspace
+// workspaceParams: spec.workspace (bounded, see runSpec), over the kind's
+// defaults (a profile's).
+func (p *Pipeline) workspaceParams(s *scope) WorkspaceParams {
+	ws := p.runSpec(s).Workspace
 	params := s.work.WorkspaceDefaults
 	params.Owner, params.Namespace = s.owner, s.namespace()
 	if ws != nil && ws.Size != nil {
@@ -276,25 +194,6 @@ func workspaceParams(s *scope) WorkspaceParams {
 		params.StorageClass = ws.StorageClassName
 	}
 	return params
-}
-
-// releaseWorkspace frees the workspace once the run succeeded, unless the
-// reclaim policy is Retain. A failed run keeps it, for inspection and for
-// resumable downloads on the next run. It runs at the end of every
-// reconcile, so a failed delete is retried even after status says Succeeded.
-func (p *Pipeline) releaseWorkspace(ctx context.Context, s *scope) error {
-	if s.status.Phase != v1alpha1.PhaseSucceeded {
-		return nil
-	}
-	if ws := s.obj.GetPipelineSpec().Workspace; ws != nil && ws.ReclaimPolicy == v1alpha1.ReclaimRetain {
-		return nil
-	}
-	pvc := &corev1.PersistentVolumeClaim{}
-	pvc.Name, pvc.Namespace = WorkspaceName(s.owner.Name), s.namespace()
-	if err := p.Client.Delete(ctx, pvc); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("freeing workspace: %w", err)
-	}
-	return nil
 }
 
 // ensureJob makes sure the current attempt's Job exists, waiting out the
@@ -373,7 +272,11 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 	if err != nil {
 		return nil, fmt.Errorf("encoding worker spec: %w", err)
 	}
-	ps := s.obj.GetPipelineSpec()
+	pushed, err := p.pushedEarlier(ctx, s, attempt)
+	if err != nil {
+		return nil, err
+	}
+	ps := p.runSpec(s)
 	timeout := p.Config.DefaultTimeout
 	if ps.Timeout != nil {
 		timeout = ps.Timeout.Duration
@@ -385,9 +288,9 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName, ManagedBy: p.Config.JobManagedBy,
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
-		WorkspaceSize:       workspaceSize(workspaceParams(s)),
-		Pushed:              pushedEarlier(s.status),
-		DispatchedWorkspace: ptr.To(workspaceParams(s)),
+		WorkspaceSize:       workspaceSize(p.workspaceParams(s)),
+		Pushed:              pushed,
+		DispatchedWorkspace: ptr.To(p.workspaceParams(s)),
 	})
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
@@ -442,7 +345,7 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 		o.Message += ": " + hint
 	}
 	recordSigning(s.status, o)
-	return p.enact(s, Transition(s.run(), Observed(o), p.retryPolicy(s.obj.GetPipelineSpec())))
+	return p.enact(s, Transition(s.run(), Observed(o), p.retryPolicy(p.runSpec(s))))
 }
 
 // run is the state Transition reads.

@@ -36,7 +36,7 @@ func isVerifyJob(j *batchv1.Job) bool { return strings.HasPrefix(j.Labels[LabelI
 // (packline.dev/requestedAt pushes again).
 func (p *Pipeline) verifyPushed(ctx context.Context, s *scope) (ctrl.Result, error) {
 	st := s.status
-	iv := s.obj.GetPipelineSpec().VerifyInterval
+	iv := p.runSpec(s).VerifyInterval
 	if iv == nil || iv.Duration <= 0 || st.Phase != v1alpha1.PhaseSucceeded || st.Reference == "" || s.blocked != nil {
 		return ctrl.Result{}, nil
 	}
@@ -100,7 +100,7 @@ func (p *Pipeline) createVerifyJob(ctx context.Context, s *scope, seq int32) err
 		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
 		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
 		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.obj.GetPipelineSpec().Resources)),
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, p.runSpec(s).Resources)),
 		TmpSize:            p.Config.WorkerTmpSize,
 	})
 	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {

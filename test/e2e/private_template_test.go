@@ -74,6 +74,9 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 		Service("code-server").ForNamespaces(sandbox.TenantLabels).Open().RepositoryPrefix(reg.Host + "/claims").Obj()
 	// No values: the defaults of the template repository.
 	tpl.Spec.ValuesSchema, tpl.Spec.Parameters = nil, nil
+	// The sandbox registry speaks plain HTTP: the template says so, for
+	// the admin's push credential (a Claim may not decide it).
+	tpl.Spec.PushPlainHTTP = true
 	create(t, tpl)
 	t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), tpl) })
 	c := wrappers.MakeClaim("private-ide", tenant, tpl.Name).Target(v1alpha1.Target{Tag: "v1", PlainHTTP: true}).Obj()

@@ -100,6 +100,9 @@ func TestProfileSignsClaim(t *testing.T) {
 			Service:          "code-server",
 			Access:           v1alpha1.Access{NamespaceSelector: &metav1.LabelSelector{MatchLabels: sandbox.TenantLabels}},
 			RepositoryPrefix: sb.Registry.Host + "/claims",
+			// The sandbox registry speaks plain HTTP; a signed Claim's push
+			// goes as the template says, not as the Claim does.
+			PushPlainHTTP: true,
 		},
 	}
 	create(t, tpl)
