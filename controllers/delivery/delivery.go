@@ -75,9 +75,9 @@ type Plan struct {
 	// leaves spec.verify unset. VerifyField is the field that asked for it,
 	// named when Flux cannot verify.
 	VerifySecret, VerifyField string
-	ServiceAccount    string
-	Prune, Wait       bool
-	Timeout, Interval time.Duration
+	ServiceAccount            string
+	Prune, Wait               bool
+	Timeout, Interval         time.Duration
 }
 
 // Resolve returns the effective Flux delivery of a Claim: its own, else its
