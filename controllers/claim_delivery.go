@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -100,7 +97,7 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, t
 // needs someone to act stalls and is looked at again at the backoff cap;
 // anything else is retried with the controller's backoff.
 func (r *ClaimReconciler) deliveryFailed(st *v1alpha1.PipelineStatus, p delivery.Plan, err error) (ctrl.Result, error) {
-	reason, msg, stall := DeliveryFailure(p, err)
+	reason, msg, stall := deliveryFailure(p, err)
 	if !stall {
 		pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionUnknown, reason, msg)
 		pipeline.MarkProgress(st, reason, msg)
@@ -111,37 +108,15 @@ func (r *ClaimReconciler) deliveryFailed(st *v1alpha1.PipelineStatus, p delivery
 	return ctrl.Result{RequeueAfter: r.Pipeline.Config.BackoffCap}, nil
 }
 
-// DeliveryFailure is the reason and message of an error of applying or
-// reading a Claim's Flux objects, and whether it stalls: a missing Flux
-// kind (NoMatch, or NotFound for the resource: the CRD was deleted while
-// the manager runs) is FluxNotInstalled; an object the API server refuses
-// (Flux's CRD validation, an admission policy) is DeliveryRejected, naming
-// the Claim field behind the refused Flux field.
-func DeliveryFailure(p delivery.Plan, err error) (reason, msg string, stall bool) {
+// deliveryFailure is the reason and message of an error of the delivery
+// step, and whether it stalls (see delivery.Failure).
+func deliveryFailure(p delivery.Plan, err error) (reason, msg string, stall bool) {
 	var ds *deliveryStall
-	var status apierrors.APIStatus
-	switch {
-	case errors.As(err, &ds):
+	if errors.As(err, &ds) {
 		return ds.reason, ds.message, true
-	case apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-		return delivery.ReasonFluxNotInstalled, "Flux is not installed: this cluster does not serve " + delivery.FluxCRDs + " (" + err.Error() + "); install Flux or turn spec.delivery off", true
-	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
-		var fields []string
-		if errors.As(err, &status) && status.Status().Details != nil {
-			seen := map[string]bool{}
-			for _, cause := range status.Status().Details.Causes {
-				if f := delivery.ClaimField(cause.Field); f != "" && !seen[f] {
-					seen[f] = true
-					fields = append(fields, f)
-				}
-			}
-		}
-		sort.Strings(fields)
-		msg = "the API server refused the Flux objects of this Claim: " + err.Error()
-		if len(fields) > 0 {
-			msg = strings.Join(fields, ", ") + ": " + msg + " (set by the Claim or its EnvironmentProfile)"
-		}
-		return delivery.ReasonDeliveryRejected, msg, true
+	}
+	if reason, msg, stall = delivery.Failure(err); stall {
+		return reason, msg, true
 	}
 	return pipeline.ReasonReconcileError, "delivering " + p.Digest + ": " + err.Error(), false
 }

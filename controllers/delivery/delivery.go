@@ -5,13 +5,17 @@
 package delivery
 
 import (
+	"errors"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -301,6 +305,37 @@ func currentReady(conds []metav1.Condition, generation int64) *metav1.Condition 
 		return nil
 	}
 	return ready
+}
+
+// Failure is the reason and message of an API error of writing a Claim's
+// Flux objects, when it stalls the delivery (until someone acts): a
+// missing Flux kind (NoMatch, or NotFound for the resource, as when the CRD
+// was deleted while the manager runs) is FluxNotInstalled; an object the
+// API server refuses (Flux's CRD validation, an admission policy) is
+// DeliveryRejected, naming the Claim fields behind the refused Flux
+// fields. Any other error is retried (stall false).
+func Failure(err error) (reason, msg string, stall bool) {
+	switch {
+	case apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return ReasonFluxNotInstalled, "Flux is not installed: this cluster does not serve " + FluxCRDs + " (" + err.Error() + "); install Flux or turn spec.delivery off", true
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+		var fields []string
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && status.Status().Details != nil {
+			for _, cause := range status.Status().Details.Causes {
+				if f := ClaimField(cause.Field); f != "" && !slices.Contains(fields, f) {
+					fields = append(fields, f)
+				}
+			}
+		}
+		sort.Strings(fields)
+		msg = "the API server refused the Flux objects of this Claim: " + err.Error()
+		if len(fields) > 0 {
+			msg = strings.Join(fields, ", ") + ": " + msg + " (set by the Claim or its EnvironmentProfile)"
+		}
+		return ReasonDeliveryRejected, msg, true
+	}
+	return "", "", false
 }
 
 // FluxFields maps the Flux fields packline writes to the Claim fields they

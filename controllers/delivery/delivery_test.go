@@ -1,6 +1,8 @@
 package delivery
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +11,11 @@ import (
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -269,5 +275,39 @@ func TestObserve(t *testing.T) {
 	want := `spec.delivery.flux.verifySecretRef: Flux cannot verify ` + digest + ` with the cosign public key in Secret "team-pub" (the Secret is missing, holds no matching key, or the digest is not signed): failed to verify the signature using provider 'cosign': secrets "team-pub" not found`
 	if got != want {
 		t.Errorf("message:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestFailure(t *testing.T) {
+	ks := schema.GroupResource{Group: "kustomize.toolkit.fluxcd.io", Resource: "kustomizations"}
+	// As the API server refuses a Kustomization against Flux's CRD schema.
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: ks.Group, Kind: "Kustomization"}, "web", field.ErrorList{
+		field.Invalid(field.NewPath("spec", "interval"), "-5m0s", `spec.interval in body should match '^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$'`),
+		field.Invalid(field.NewPath("spec", "timeout"), "1ns", `spec.timeout in body should match '^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$'`),
+	})
+	cases := []struct {
+		name      string
+		err       error
+		reason    string
+		msgPrefix string
+		stall     bool
+	}{
+		{"Flux's schema", invalid, ReasonDeliveryRejected, "spec.delivery.flux.interval, spec.delivery.flux.timeout: the API server refused the Flux objects of this Claim: Kustomization.kustomize.toolkit.fluxcd.io \"web\" is invalid", true},
+		{"a policy", apierrors.NewForbidden(ks, "web", errors.New("platform policy")), ReasonDeliveryRejected, "the API server refused the Flux objects of this Claim: kustomizations.kustomize.toolkit.fluxcd.io \"web\" is forbidden: platform policy", true},
+		{"CRD deleted while running", apierrors.NewNotFound(ks, ""), ReasonFluxNotInstalled, "Flux is not installed", true},
+		{"CRD absent", &apimeta.NoKindMatchError{GroupKind: schema.GroupKind{Group: ks.Group, Kind: "Kustomization"}}, ReasonFluxNotInstalled, "Flux is not installed", true},
+		{"a conflict is retried", apierrors.NewConflict(ks, "web", errors.New("changed")), "", "", false},
+		{"a timeout is retried", apierrors.NewServerTimeout(ks, "create", 1), "", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			reason, msg, stall := Failure(tc.err)
+			if diff := cmp.Diff([]any{tc.reason, tc.stall}, []any{reason, stall}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if !strings.HasPrefix(msg, tc.msgPrefix) {
+				t.Errorf("message %q, want the prefix %q", msg, tc.msgPrefix)
+			}
+		})
 	}
 }

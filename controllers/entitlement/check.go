@@ -282,7 +282,7 @@ func (c *Checker) kindRights(ns string, tpl *v1alpha1.ClaimTemplate, delivered b
 		if len(kinds) == 0 {
 			return
 		}
-		why := fmt.Sprintf("ClaimTemplate %s renders %s, which grant rights", tpl.Name, strings.Join(kinds, ", "))
+		why := fmt.Sprintf("ClaimTemplate %s renders %s, and granting rights through it", tpl.Name, strings.Join(kinds, ", "))
 		for _, res := range []string{"roles", "clusterroles"} {
 			if ns == "" && res == "roles" {
 				continue
