@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -26,6 +27,23 @@ import (
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/test/wrappers"
 )
+
+// testSealer seals requesters as the admission webhook would.
+var testSealer = entitlement.NewSealer([]byte("test-seal-key"))
+
+// sealAs records user (in groups) as c's requester, as the webhook would:
+// it sees the spec after the API server applied the CRD's defaults.
+func sealAs(t *testing.T, c *v1alpha1.Claim, user string, groups ...string) *v1alpha1.Claim {
+	t.Helper()
+	c.Spec.Exposure.Type = v1alpha1.ExposureClusterIP
+	c.Spec.DeletionPolicy = v1alpha1.DeletionOrphan
+	ann, err := testSealer.Seal("Claim", c, c.Spec, entitlement.Requester{Username: user, Groups: groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Annotations = ann
+	return c
+}
 
 // deliveredClaim is an open-template Claim delivered by Flux as sa.
 func deliveredClaim(name, ns, tpl, sa string) *v1alpha1.Claim {
@@ -196,16 +214,24 @@ func refuseKustomizations(t *testing.T, ns string) {
 func TestClaimDeliveryFluxRemoved(t *testing.T) {
 	installFlux(t)
 	startManager(t)
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	g := NewWithT(t)
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKey{Name: "kustomizations.kustomize.toolkit.fluxcd.io"}, crd)).To(Succeed())
-	g.Expect(env.Client.Delete(context.Background(), crd)).To(Succeed())
-	eventually(t, func(g Gomega) {
-		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), &apiextensionsv1.CustomResourceDefinition{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CRD still there: %v", err)
-	})
 	ns := newNamespace(t)
 	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+	// A first Claim is delivered: the manager runs, watching Flux.
+	first := client.ObjectKey{Namespace: ns, Name: "before"}
+	create(t, deliveredClaim(first.Name, ns, ns+"-tpl", ""))
+	runJob(t, waitJob(t, ns, first.Name, 1, 1), 0, okResult(digest))
+	eventually(t, func(g Gomega) {
+		g.Expect(env.Client.Get(context.Background(), first, &kustomizev1.Kustomization{})).To(Succeed())
+	})
+
+	crd := &unstructured.Unstructured{}
+	crd.SetGroupVersionKind(apiextensionsv1.SchemeGroupVersion.WithKind("CustomResourceDefinition"))
+	crd.SetName("kustomizations.kustomize.toolkit.fluxcd.io")
+	NewWithT(t).Expect(env.Client.Delete(context.Background(), crd)).To(Succeed())
+	eventually(t, func(g Gomega) {
+		err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), crd.DeepCopy())
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CRD still there: %v", err)
+	})
 	key := client.ObjectKey{Namespace: ns, Name: "removed"}
 	create(t, deliveredClaim(key.Name, ns, ns+"-tpl", ""))
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, okResult(digest))
@@ -218,17 +244,7 @@ func TestClaimDeliveryFluxRemoved(t *testing.T) {
 // verified and nothing is applied.
 func TestClaimDeliveryServiceAccountEntitled(t *testing.T) {
 	installFlux(t)
-	sealer := entitlement.NewSealer([]byte("test-seal-key"))
-	sealed := func(c *v1alpha1.Claim, user string) *v1alpha1.Claim {
-		c.Spec.Exposure.Type = v1alpha1.ExposureClusterIP
-		c.Spec.DeletionPolicy = v1alpha1.DeletionOrphan
-		ann, err := sealer.Seal("Claim", c, c.Spec, entitlement.Requester{Username: user})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Annotations = ann
-		return c
-	}
+	sealed := func(c *v1alpha1.Claim, user string) *v1alpha1.Claim { return sealAs(t, c, user) }
 	noFluxObjects := func(g Gomega, key client.ObjectKey) {
 		for _, o := range []client.Object{&sourcev1.OCIRepository{}, &kustomizev1.Kustomization{}} {
 			err := env.Client.Get(context.Background(), key, o)
@@ -237,7 +253,7 @@ func TestClaimDeliveryServiceAccountEntitled(t *testing.T) {
 	}
 
 	t.Run("revoked before apply", func(t *testing.T) {
-		startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(sealer), controllers.WithEntitlementCacheTTL(0)})
+		startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(testSealer), controllers.WithEntitlementCacheTTL(0)})
 		ns := newNamespace(t)
 		create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 		rules := []rbacv1.PolicyRule{
