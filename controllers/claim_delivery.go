@@ -157,8 +157,13 @@ func (r *ClaimReconciler) entitleDelivery(ctx context.Context, c *v1alpha1.Claim
 	}
 	err = r.Checker.Check(ctx, req, rights)
 	var denied *entitlement.Denied
-	if errors.As(err, &denied) {
+	switch {
+	case errors.As(err, &denied):
 		return &deliveryStall{reason: ReasonEntitlementDenied, message: fmt.Sprintf("%v (checked again every %s)", err, r.Pipeline.Config.BackoffCap)}
+	case err != nil:
+		// Fail closed, and retry: not an error of the Flux objects (%v keeps
+		// delivery.Failure from reading it as one).
+		return fmt.Errorf("checking the requester's rights before applying the Flux objects: %v", err)
 	}
-	return err
+	return nil
 }
