@@ -111,5 +111,11 @@ func TestClaimDeliveryAdmission(t *testing.T) {
 			g.Expect(err.Error()).To(ContainSubstring(`spec.delivery.flux.serviceAccountName: the EnvironmentProfile of namespace ` + pinned + ` pins the ServiceAccount Flux applies as to "tenant-deployer"`))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		g.Expect(gina.Create(context.Background(), wrappers.MakeClaim("by-profile", pinned, tpl.Name).Obj())).To(Succeed())
+
+		// Pinning needs the ServiceAccount it pins.
+		err := env.Client.Create(context.Background(), &v1alpha1.EnvironmentProfile{ObjectMeta: metav1.ObjectMeta{Name: "pin-nothing-" + pinned},
+			Spec: v1alpha1.EnvironmentProfileSpec{Delivery: &v1alpha1.ProfileDelivery{PinServiceAccount: true, Flux: &v1alpha1.FluxDelivery{}}}})
+		g.Expect(err).To(HaveOccurred())
+		g.Expect(err.Error()).To(ContainSubstring("pinServiceAccount needs flux.serviceAccountName"))
 	})
 }
