@@ -87,8 +87,8 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		profile, _ := claims.SelectProfile(in.Profiles, in.NamespaceLabels)
 		d, _ := delivery.Resolve(c, profileSpec(profile)) // ClaimWork checked it
-		work.After = r.deliver(c, d, in.Template.Spec.Private())
-		return work, r.entitle(ctx, c, in.Template, work)
+		work.After = r.deliver(c, d, in.Template, profileSpec(profile))
+		return work, r.entitle(ctx, c, in.Template, deliveryOf(c, d, profileSpec(profile)), work)
 	})
 }
 
@@ -195,7 +195,12 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, or the EnvironmentProfile signs, but the manager has no --template-namespace to render it in", tpl.Name))
 	}
 	if _, err := delivery.Resolve(c, profileSpec(profile)); err != nil {
-		return blocked(delivery.ReasonServiceAccountRequired, err)
+		reason := delivery.ReasonServiceAccountRequired
+		var refusal *delivery.Refusal
+		if errors.As(err, &refusal) {
+			reason = refusal.Reason
+		}
+		return blocked(reason, err)
 	}
 	// Both hold: Violations checked them.
 	exposure, _ := claims.CheckExposure(tpl, c.Spec.Exposure)
@@ -307,6 +312,15 @@ func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Obj
 	t := c.GetPushTarget()
 	return r.Pipeline.Config.TemplateNamespace, v1alpha1.Target{Tag: t.Tag, PlainHTTP: tpl.Spec.PushPlainHTTP,
 		InsecureSkipTLSVerify: tpl.Spec.PushInsecureSkipTLSVerify, PushSecretRef: tpl.Spec.PushSecretRef}, nil
+}
+
+// deliveryOf is what a Claim's delivery asks of its requester's rights: nil
+// when it is not delivered (d, resolved).
+func deliveryOf(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, profile *v1alpha1.EnvironmentProfileSpec) *entitlement.Delivery {
+	if d == nil {
+		return nil
+	}
+	return &entitlement.Delivery{ServiceAccount: delivery.ClaimServiceAccount(c, profile)}
 }
 
 func profileSpec(p *v1alpha1.EnvironmentProfile) *v1alpha1.EnvironmentProfileSpec {

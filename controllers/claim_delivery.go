@@ -2,20 +2,19 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/delivery"
+	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 )
 
@@ -26,11 +25,18 @@ import (
 // (the Flux CRDs were absent when the manager started).
 const deliveryPoll = 15 * time.Second
 
+// deliveryStall is a delivery that cannot go on until someone acts: it is
+// reported as Delivered=False and Stalled, and looked at again at the
+// backoff cap, never in a hot loop.
+type deliveryStall struct{ reason, message string }
+
+func (e *deliveryStall) Error() string { return e.reason + ": " + e.message }
+
 // deliver is a delivered Claim's After step: once its render succeeded, it
 // keeps the Flux objects pinned to the digest and mirrors what Flux applied
 // into Delivered, Drifted and Ready. The Claim is Ready only when the digest
-// is pushed and applied.
-func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, private bool) func(context.Context) (ctrl.Result, error) {
+// is pushed and applied: every path below sets Delivered.
+func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, tpl *v1alpha1.ClaimTemplate, profile *v1alpha1.EnvironmentProfileSpec) func(context.Context) (ctrl.Result, error) {
 	return func(ctx context.Context) (ctrl.Result, error) {
 		st := &c.Status.PipelineStatus
 		if d == nil {
@@ -39,31 +45,26 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, p
 		if st.Digest == "" {
 			return ctrl.Result{}, nil
 		}
-		plan := delivery.NewPlan(c, d, private)
+		plan := delivery.NewPlan(c, d, tpl.Spec.Private())
 		if c.Status.Delivery == nil {
 			c.Status.Delivery = &v1alpha1.DeliveryStatus{}
 		}
 		c.Status.Delivery.OCIRepository, c.Status.Delivery.Kustomization = plan.Name, plan.Name
+		var repo *sourcev1.OCIRepository
+		var ks *kustomizev1.Kustomization
+		var err error
 		// A new render in progress keeps Flux on the last digest it applied.
 		if st.Phase == v1alpha1.PhaseSucceeded {
-			if err := r.applyFlux(ctx, c, plan); err != nil {
-				if apimeta.IsNoMatchError(err) {
-					msg := "Flux is not installed: this cluster does not serve " + delivery.FluxCRDs + "; install Flux or turn spec.delivery off"
-					pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionFalse, delivery.ReasonFluxNotInstalled, msg)
-					pipeline.MarkStalled(st, delivery.ReasonFluxNotInstalled, msg)
-					return ctrl.Result{RequeueAfter: r.Pipeline.Config.BackoffCap}, nil
-				}
-				return ctrl.Result{}, err
+			if err = r.entitleDelivery(ctx, c, tpl, profile); err == nil {
+				repo, ks, err = r.applyFlux(ctx, c, plan)
 			}
+		} else {
+			repo, ks, err = r.readFlux(ctx, c, plan)
 		}
-		k := &kustomizev1.Kustomization{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: plan.Namespace, Name: plan.Name}, k); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, err
-			}
-			k = nil
+		if err != nil {
+			return r.deliveryFailed(st, plan, err)
 		}
-		o := delivery.Observe(k, st.Digest)
+		o := delivery.Observe(plan, repo, ks)
 		c.Status.Delivery.LastAppliedRevision = o.Applied
 		pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, o.Delivered.Status, o.Delivered.Reason, o.Delivered.Message)
 		if o.Drifted {
@@ -91,44 +92,78 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, p
 	}
 }
 
-// applyFlux creates or updates the Claim's OCIRepository and Kustomization,
-// owned by the Claim: deleting the Claim deletes the Kustomization, and
-// Flux's own finalizer then prunes what it applied.
-func (r *ClaimReconciler) applyFlux(ctx context.Context, c *v1alpha1.Claim, p delivery.Plan) error {
-	repo := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, repo, func() error {
-		delivery.SetOCIRepositorySpec(repo, p)
-		return controllerutil.SetControllerReference(c, repo, r.Client.Scheme())
-	}); err != nil {
-		return fmt.Errorf("OCIRepository %s: %w", p.Name, err)
+// deliveryFailed reports an error of the delivery step on the Claim, so
+// that it is never Ready=True without a Delivered condition. A cause that
+// needs someone to act stalls and is looked at again at the backoff cap;
+// anything else is retried with the controller's backoff.
+func (r *ClaimReconciler) deliveryFailed(st *v1alpha1.PipelineStatus, p delivery.Plan, err error) (ctrl.Result, error) {
+	reason, msg, stall := deliveryFailure(p, err)
+	if !stall {
+		pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionUnknown, reason, msg)
+		pipeline.MarkProgress(st, reason, msg)
+		return ctrl.Result{}, err
 	}
-	k := &kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
-	if _, err := controllerutil.CreateOrPatch(ctx, r.Client, k, func() error {
-		delivery.SetKustomizationSpec(k, p)
-		return controllerutil.SetControllerReference(c, k, r.Client.Scheme())
-	}); err != nil {
-		return fmt.Errorf("Kustomization %s: %w", p.Name, err)
-	}
-	return nil
+	pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionFalse, reason, msg)
+	pipeline.MarkStalled(st, reason, msg)
+	return ctrl.Result{RequeueAfter: r.Pipeline.Config.BackoffCap}, nil
 }
 
-// undeliver removes the Flux objects of a Claim whose delivery was turned
-// off. Deleting the Kustomization prunes what it applied (with prune on):
-// turning delivery off undeploys the workload.
-func (r *ClaimReconciler) undeliver(ctx context.Context, c *v1alpha1.Claim) error {
-	if c.Status.Delivery == nil {
+// deliveryFailure is the reason and message of an error of the delivery
+// step, and whether it stalls (see delivery.Failure).
+func deliveryFailure(p delivery.Plan, err error) (reason, msg string, stall bool) {
+	var ds *deliveryStall
+	if errors.As(err, &ds) {
+		return ds.reason, ds.message, true
+	}
+	if reason, msg, stall = delivery.Failure(err); stall {
+		return reason, msg, true
+	}
+	return pipeline.ReasonReconcileError, "delivering " + p.Digest + ": " + err.Error(), false
+}
+
+// entitleDelivery checks, before each apply, that the Claim's requester
+// may still deliver it: impersonate the ServiceAccount the Claim names,
+// and create, patch and delete what the template renders. The admission
+// webhook checked this at apply time; rights change since. If the check
+// cannot run, nothing is applied.
+func (r *ClaimReconciler) entitleDelivery(ctx context.Context, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, profile *v1alpha1.EnvironmentProfileSpec) error {
+	d := entitlement.Delivery{ServiceAccount: delivery.ClaimServiceAccount(c, profile)}
+	restricted := tpl.Spec.Access.ClaimVerbRequired() || len(tpl.Spec.Access.Groups) > 0
+	unverified := func(why string) error {
+		return &deliveryStall{reason: ReasonEntitlementUnverified, message: "spec.delivery.flux.serviceAccountName: Flux would apply as ServiceAccount " + d.ServiceAccount +
+			", which needs the requester's impersonate right, but " + why}
+	}
+	if r.Sealer == nil {
+		if d.ServiceAccount != "" {
+			return unverified("the manager runs without its admission webhook (--enable-webhooks=false), so who asked for this Claim cannot be verified: enable the webhook and re-apply the Claim, or let the EnvironmentProfile name the ServiceAccount")
+		}
 		return nil
 	}
-	for _, o := range []client.Object{
-		&kustomizev1.Kustomization{ObjectMeta: metav1.ObjectMeta{Name: c.Status.Delivery.Kustomization, Namespace: c.Namespace}},
-		&sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Name: c.Status.Delivery.OCIRepository, Namespace: c.Namespace}},
-	} {
-		if err := r.Client.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err) {
-			return err
-		}
+	req, err := r.Sealer.Verify("Claim", c, c.Spec)
+	switch {
+	case errors.Is(err, entitlement.ErrNoKey):
+		return err
+	case err != nil && d.ServiceAccount != "":
+		return unverified(err.Error() + ": re-apply the Claim so the admission webhook records who asks")
+	case err != nil && !restricted:
+		// An open template rendered without a requester (see entitle).
+		return nil
+	case err != nil:
+		return &deliveryStall{reason: ReasonEntitlementUnverified, message: err.Error()}
 	}
-	c.Status.Delivery = nil
-	apimeta.RemoveStatusCondition(&c.Status.Conditions, v1alpha1.ConditionDelivered)
-	apimeta.RemoveStatusCondition(&c.Status.Conditions, v1alpha1.ConditionDrifted)
+	rights, err := r.Checker.DeliveryRights(c, tpl, d)
+	if err != nil {
+		return &deliveryStall{reason: ReasonEntitlementDenied, message: err.Error()}
+	}
+	err = r.Checker.Check(ctx, req, rights)
+	var denied *entitlement.Denied
+	switch {
+	case errors.As(err, &denied):
+		return &deliveryStall{reason: ReasonEntitlementDenied, message: fmt.Sprintf("%v (checked again every %s)", err, r.Pipeline.Config.BackoffCap)}
+	case err != nil:
+		// Fail closed, and retry: not an error of the Flux objects (%v keeps
+		// delivery.Failure from reading it as one).
+		return fmt.Errorf("checking the requester's rights before applying the Flux objects: %v", err)
+	}
 	return nil
 }

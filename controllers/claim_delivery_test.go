@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/test/testenv"
 	"github.com/packline/packline/test/wrappers"
@@ -61,16 +62,18 @@ func installFlux(t *testing.T) {
 // an OCIRepository pinned to its digest and a Kustomization applying it as
 // the named ServiceAccount, both owned by the Claim; it is Ready only once
 // Flux reports the digest applied; another applied revision is Drifted.
+// Its requester (sealed, as the webhook would) may impersonate the
+// ServiceAccount.
 func TestClaimDelivery(t *testing.T) {
 	installFlux(t)
-	startManager(t)
+	startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(testSealer)})
 	ns := newNamespace(t)
 	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
 	key := client.ObjectKey{Namespace: ns, Name: "web"}
 	c := wrappers.MakeClaim(key.Name, ns, ns+"-tpl").Obj()
 	c.Spec.Delivery = &v1alpha1.Delivery{Flux: &v1alpha1.FluxDelivery{ServiceAccountName: "deployer",
 		Timeout: &metav1.Duration{Duration: 2 * time.Minute}}}
-	create(t, c)
+	create(t, sealAs(t, c, "platform-admin", "system:masters"))
 	runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, okResult(digest))
 
 	g := NewWithT(t)

@@ -18,15 +18,15 @@ const (
 )
 
 // entitle checks, before a new render starts, that the Claim's requester
-// may still claim its template, create what it renders and use the Secrets
-// it names. The admission webhook checked this at apply time; the template
+// may still claim its template, create what it renders, use the Secrets it
+// names and, delivered, act as the ServiceAccount it names. The admission webhook checked this at apply time; the template
 // may have appeared or changed since. A run already under way (same
 // generation and inputs) is not checked again, so a revoked right never
 // turns a finished Claim into a failed one.
 //
 // The requester is trusted only when its seal verifies. Without the
 // webhook, a template that restricts who may claim it cannot render.
-func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, work pipeline.Work) error {
+func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, d *entitlement.Delivery, work pipeline.Work) error {
 	st := c.Status
 	if st.ObservedGeneration == c.Generation && st.InputsHash == work.InputsHash && st.Phase != "" {
 		return nil
@@ -59,7 +59,7 @@ func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v
 	if err := entitlement.InGroups(req, tpl); err != nil {
 		return blocked(ReasonEntitlementDenied, recheck, "%v", err)
 	}
-	rights, err := r.Checker.ClaimRights(c, tpl)
+	rights, err := r.Checker.ClaimRights(c, tpl, d)
 	if err != nil {
 		return blocked(ReasonEntitlementDenied, recheck, "%v", err)
 	}

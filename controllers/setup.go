@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"reflect"
+	"time"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
@@ -75,6 +76,13 @@ type Option func(*ClaimReconciler)
 // Claims of templates that restrict who may claim them do not render.
 func WithRequesterSealer(s *entitlement.Sealer) Option {
 	return func(r *ClaimReconciler) { r.Sealer = s }
+}
+
+// WithEntitlementCacheTTL sets how long the Claim controller keeps a
+// SubjectAccessReview's verdict (entitlement.DefaultCacheTTL by default);
+// tests that revoke a right use 0.
+func WithEntitlementCacheTTL(d time.Duration) Option {
+	return func(r *ClaimReconciler) { r.Checker.CacheTTL = d }
 }
 
 // Setup registers every reconciler with mgr.

@@ -19,7 +19,9 @@ type FluxDelivery struct {
 	// serviceAccountName is the ServiceAccount, in the Claim's namespace,
 	// that kustomize-controller impersonates to apply the manifests, so they
 	// are applied with the tenant's rights, never with Flux's own. A Claim's
-	// value overrides its profile's.
+	// value overrides its profile's (unless the profile pins it); naming
+	// one other than the profile's needs the requester's "impersonate" right
+	// on serviceaccounts/<name> in the namespace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
@@ -57,6 +59,7 @@ type FluxDelivery struct {
 }
 
 // ProfileDelivery is an EnvironmentProfile's delivery default.
+// +kubebuilder:validation:XValidation:rule="!has(self.pinServiceAccount) || !self.pinServiceAccount || (has(self.flux) && has(self.flux.serviceAccountName))",message="pinServiceAccount needs flux.serviceAccountName: the ServiceAccount every Claim of the matching namespaces delivers as"
 type ProfileDelivery struct {
 	// flux turns Flux delivery on for Claims of matching namespaces that do
 	// not set spec.delivery; its fields are their defaults.
@@ -67,6 +70,13 @@ type ProfileDelivery struct {
 	// names no serviceAccountName (neither here nor on the Claim).
 	// +optional
 	RequireServiceAccount bool `json:"requireServiceAccount,omitempty"`
+
+	// pinServiceAccount makes flux.serviceAccountName the only identity
+	// Claims of matching namespaces deliver as: a Claim that names another
+	// ServiceAccount is refused (ServiceAccountPinned). Without it, a Claim
+	// may name its own, which its requester must be allowed to impersonate.
+	// +optional
+	PinServiceAccount bool `json:"pinServiceAccount,omitempty"`
 }
 
 // DeliveryStatus is what Flux reported about a delivered Claim.

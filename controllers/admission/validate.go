@@ -15,6 +15,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 )
@@ -117,7 +118,15 @@ func (c *claimChecker) check(ctx context.Context, obj client.Object, r entitleme
 	if err := claims.Admissible(claim, tpl, ns.Labels); err != nil {
 		invalid.msgs = append(invalid.msgs, err.Error())
 	}
-	rights, err := c.checker.ClaimRights(claim, tpl)
+	d, err := c.delivery(ctx, claim, ns.Labels)
+	if err != nil {
+		var refusal *delivery.Refusal
+		if !errors.As(err, &refusal) {
+			return nil, err
+		}
+		invalid.msgs = append(invalid.msgs, err.Error())
+	}
+	rights, err := c.checker.ClaimRights(claim, tpl, d)
 	if err != nil {
 		invalid.msgs = append(invalid.msgs, err.Error())
 	}
@@ -140,6 +149,26 @@ func (c *claimChecker) check(ctx context.Context, obj client.Object, r entitleme
 		return nil, invalid
 	}
 	return nil, nil
+}
+
+// delivery is what the Claim's delivery asks of the requester's rights, nil
+// when it is not delivered; its profile decides both (it may deliver a
+// Claim that sets no spec.delivery, and name or pin the ServiceAccount).
+// With no valid profile, the Claim's own delivery is checked alone.
+func (c *claimChecker) delivery(ctx context.Context, claim *v1alpha1.Claim, nsLabels map[string]string) (*entitlement.Delivery, error) {
+	var profiles v1alpha1.EnvironmentProfileList
+	if err := c.client.List(ctx, &profiles); err != nil {
+		return nil, err
+	}
+	var spec *v1alpha1.EnvironmentProfileSpec
+	if p, err := claims.SelectProfile(profiles.Items, nsLabels); err == nil && p != nil {
+		spec = &p.Spec
+	}
+	d, err := delivery.Resolve(claim, spec)
+	if err != nil || d == nil {
+		return nil, err
+	}
+	return &entitlement.Delivery{ServiceAccount: delivery.ClaimServiceAccount(claim, spec)}, nil
 }
 
 // checkArtifact: every Secret and PVC the Artifact names must be readable

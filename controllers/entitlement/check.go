@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -175,12 +176,23 @@ func InGroups(r Requester, tpl *v1alpha1.ClaimTemplate) error {
 		tpl.Name, strings.Join(groups, ", "))}}
 }
 
+// Delivery is how a Claim is delivered, for its rights; nil when it is not.
+type Delivery struct {
+	// ServiceAccount is the one the Claim itself names for Flux to apply
+	// as (delivery.ClaimServiceAccount); empty when the profile chose it.
+	ServiceAccount string
+}
+
+// rbacKinds can grant rights: rendering one needs the rights it could grant.
+var rbacKinds = map[string]bool{"Role": true, "RoleBinding": true, "ClusterRole": true, "ClusterRoleBinding": true}
+
 // ClaimRights are the rights a Claim needs beyond creating it: the claim
 // verb on its template, create on every kind the template renders (the
 // GitOps tool that applies the output usually holds more rights than the
-// tenant), and get on every Secret the spec names. A declared kind this
-// cluster does not serve is an error naming it.
-func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) ([]Right, error) {
+// tenant), and get on every Secret the spec names. A delivered Claim (d
+// not nil) also needs what delivery asks (DeliveryRights). A declared kind
+// this cluster does not serve is an error naming it.
+func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, d *Delivery) ([]Right, error) {
 	ns := claim.Namespace
 	var rights []Right
 	if tpl.Spec.Access.ClaimVerbRequired() {
@@ -188,21 +200,13 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: v1alpha1.ClaimVerb,
 				Group: v1alpha1.GroupVersion.Group, Resource: "claimtemplates", Name: tpl.Name}})
 	}
-	var unknown []string
-	for _, k := range tpl.Spec.Kinds {
-		m, err := c.Mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
-		if err != nil {
-			unknown = append(unknown, k.String())
-			continue
-		}
-		attr := authorizationv1.ResourceAttributes{Verb: "create", Group: k.Group, Resource: m.Resource.Resource}
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			attr.Namespace = ns
-		}
-		rights = append(rights, Right{Field: "spec.templateRef", Why: fmt.Sprintf("ClaimTemplate %s renders %s", tpl.Name, k), Attr: attr})
+	kinds, err := c.kindRights(ns, tpl, d != nil)
+	if err != nil {
+		return nil, err
 	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
+	rights = append(rights, kinds...)
+	if d != nil {
+		rights = append(rights, serviceAccountRights(ns, *d)...)
 	}
 	if t := claim.Spec.Target; t != nil {
 		rights = append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
@@ -223,6 +227,86 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 		rights = append(rights, secretRight(ns, "spec.delivery.flux.verifySecretRef", d.Flux.VerifySecretRef.Name))
 	}
 	return append(rights, SigningRights(ns, claim.Spec.Signing)...), nil
+}
+
+// DeliveryRights are what a delivered Claim's requester must hold before
+// the manager applies its Flux objects: impersonate on the ServiceAccount
+// the Claim names, and create, patch and delete on every kind the template
+// renders (Flux server-side applies with force, and prunes), with bind and
+// escalate for RBAC kinds.
+func (c *Checker) DeliveryRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, d Delivery) ([]Right, error) {
+	rights, err := c.kindRights(claim.Namespace, tpl, true)
+	if err != nil {
+		return nil, err
+	}
+	return append(rights, serviceAccountRights(claim.Namespace, d)...), nil
+}
+
+// kindRights are create (and, delivered, patch and delete) on every kind
+// the template renders; an RBAC kind also needs bind and escalate on roles
+// and clusterroles, the rights the API server asks of a user who writes
+// one, so that the GitOps identity never grants what the tenant could not.
+func (c *Checker) kindRights(ns string, tpl *v1alpha1.ClaimTemplate, delivered bool) ([]Right, error) {
+	verbs := []string{"create"}
+	if delivered {
+		verbs = append(verbs, "patch", "delete")
+	}
+	var rights []Right
+	var unknown, nsRBAC, clusterRBAC []string
+	for _, k := range tpl.Spec.Kinds {
+		m, err := c.Mapper.RESTMapping(schema.GroupKind{Group: k.Group, Kind: k.Kind})
+		if err != nil {
+			unknown = append(unknown, k.String())
+			continue
+		}
+		namespaced := m.Scope.Name() == meta.RESTScopeNameNamespace
+		for _, verb := range verbs {
+			attr := authorizationv1.ResourceAttributes{Verb: verb, Group: k.Group, Resource: m.Resource.Resource}
+			if namespaced {
+				attr.Namespace = ns
+			}
+			rights = append(rights, Right{Field: "spec.templateRef", Why: fmt.Sprintf("ClaimTemplate %s renders %s", tpl.Name, k), Attr: attr})
+		}
+		if k.Group == rbacv1.GroupName && rbacKinds[k.Kind] {
+			if namespaced {
+				nsRBAC = append(nsRBAC, k.String())
+			} else {
+				clusterRBAC = append(clusterRBAC, k.String())
+			}
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
+	}
+	escalation := func(ns string, kinds []string) {
+		if len(kinds) == 0 {
+			return
+		}
+		why := fmt.Sprintf("ClaimTemplate %s renders %s, and granting rights through it", tpl.Name, strings.Join(kinds, ", "))
+		for _, res := range []string{"roles", "clusterroles"} {
+			if ns == "" && res == "roles" {
+				continue
+			}
+			for _, verb := range []string{"bind", "escalate"} {
+				rights = append(rights, Right{Field: "spec.templateRef", Why: why,
+					Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: rbacv1.GroupName, Resource: res}})
+			}
+		}
+	}
+	escalation(ns, nsRBAC)
+	escalation("", clusterRBAC)
+	return rights, nil
+}
+
+// serviceAccountRights: naming the identity Flux applies as is acting as
+// it, so it needs impersonate, as kubectl --as would (the built-in edit
+// and admin roles hold it for their namespace's ServiceAccounts).
+func serviceAccountRights(ns string, d Delivery) []Right {
+	if d.ServiceAccount == "" {
+		return nil
+	}
+	return []Right{{Field: "spec.delivery.flux.serviceAccountName", Why: "delivering as ServiceAccount " + d.ServiceAccount + " (Flux applies as it)",
+		Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: "impersonate", Resource: "serviceaccounts", Name: d.ServiceAccount}}}
 }
 
 // ArtifactRights are get on every Secret and PVC an Artifact names: without

@@ -146,6 +146,7 @@ func TestClaimRights(t *testing.T) {
 	mapper.Add(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Version: "v1", Kind: "Service"}, meta.RESTScopeNamespace)
 	mapper.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"}, meta.RESTScopeRoot)
+	mapper.Add(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"}, meta.RESTScopeNamespace)
 	c := &Checker{Mapper: mapper}
 	tpl := func(open bool, kinds ...v1alpha1.RenderedKind) *v1alpha1.ClaimTemplate {
 		t := &v1alpha1.ClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "t"}, Spec: v1alpha1.ClaimTemplateSpec{Kinds: kinds}}
@@ -160,6 +161,7 @@ func TestClaimRights(t *testing.T) {
 		name    string
 		tpl     *v1alpha1.ClaimTemplate
 		signing bool
+		d       *Delivery
 		want    []string
 		wantErr string
 	}{
@@ -168,7 +170,20 @@ func TestClaimRights(t *testing.T) {
 		{name: "open template needs no claim verb", tpl: tpl(true, v1alpha1.RenderedKind{Kind: "Service"}),
 			want: []string{"spec.templateRef create services ", "spec.target.pushSecretRef get secrets push"}},
 		{name: "cluster-scoped kind is checked cluster-wide", tpl: tpl(true, v1alpha1.RenderedKind{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}),
-			want: []string{"spec.templateRef create clusterroles  (cluster)", "spec.target.pushSecretRef get secrets push"}},
+			want: []string{"spec.templateRef create clusterroles  (cluster)",
+				"spec.templateRef bind clusterroles  (cluster)", "spec.templateRef escalate clusterroles  (cluster)", "spec.target.pushSecretRef get secrets push"}},
+		// Issue 21 item 8: create rolebindings alone admitted a template
+		// that renders a RoleBinding.
+		{name: "RBAC kind needs bind and escalate", tpl: tpl(true, v1alpha1.RenderedKind{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}),
+			want: []string{"spec.templateRef create rolebindings ",
+				"spec.templateRef bind roles ", "spec.templateRef escalate roles ", "spec.templateRef bind clusterroles ", "spec.templateRef escalate clusterroles ",
+				"spec.target.pushSecretRef get secrets push"}},
+		// Issue 21 item 3: Flux applies with force and prunes.
+		{name: "delivered: patch and delete too", tpl: tpl(true, v1alpha1.RenderedKind{Kind: "Service"}), d: &Delivery{},
+			want: []string{"spec.templateRef create services ", "spec.templateRef patch services ", "spec.templateRef delete services ", "spec.target.pushSecretRef get secrets push"}},
+		{name: "delivered as a named ServiceAccount", tpl: tpl(true, v1alpha1.RenderedKind{Kind: "Service"}), d: &Delivery{ServiceAccount: "admin"},
+			want: []string{"spec.templateRef create services ", "spec.templateRef patch services ", "spec.templateRef delete services ",
+				"spec.delivery.flux.serviceAccountName impersonate serviceaccounts admin", "spec.target.pushSecretRef get secrets push"}},
 		{name: "signing key", tpl: tpl(true, v1alpha1.RenderedKind{Kind: "Service"}), signing: true,
 			want: []string{"spec.templateRef create services ", "spec.target.pushSecretRef get secrets push", "spec.signing.keySecretRef get secrets cosign"}},
 		{name: "kind the cluster does not serve", tpl: tpl(true, v1alpha1.RenderedKind{Group: "example.com", Kind: "Widget"}),
@@ -180,7 +195,7 @@ func TestClaimRights(t *testing.T) {
 			if tc.signing {
 				cl.Spec.Signing = &v1alpha1.SigningSpec{KeySecretRef: corev1.LocalObjectReference{Name: "cosign"}}
 			}
-			rights, err := c.ClaimRights(cl, tc.tpl)
+			rights, err := c.ClaimRights(cl, tc.tpl, tc.d)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)
