@@ -65,6 +65,8 @@ type Node struct {
 	pods     listerscorev1.PodLister
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
+	// scheduler records the events kube-scheduler would (bind).
+	scheduler record.EventRecorder
 
 	mu   sync.Mutex
 	runs map[types.UID]*podRun
@@ -105,6 +107,7 @@ func (n *Node) Run(ctx context.Context) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.o.Client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	n.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: n.o.Name})
+	n.scheduler = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: corev1.DefaultSchedulerName})
 
 	factory := informers.NewSharedInformerFactory(n.o.Client, 0)
 	inf := factory.Core().V1().Pods()
