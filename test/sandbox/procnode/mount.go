@@ -8,6 +8,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 )
 
 // mountError is a volume the kubelet cannot set up (a missing Secret,
@@ -129,4 +132,28 @@ func (n *Node) unschedulable(ctx context.Context, pod *corev1.Pod, msg string) e
 			}
 		}
 	})
+}
+
+// watchClaims registers a PVC informer on factory that retries the
+// scheduling of the namespace's unbound pods when a PVC appears, as
+// kube-scheduler's queueing hints do: a Job's pod is often created a few
+// milliseconds before its workspace PVC, and must not wait for a retry.
+func (n *Node) watchClaims(factory informers.SharedInformerFactory) (cache.InformerSynced, error) {
+	inf := factory.Core().V1().PersistentVolumeClaims().Informer()
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		c, ok := obj.(*corev1.PersistentVolumeClaim)
+		if !ok || n.pods == nil {
+			return
+		}
+		pods, err := n.pods.Pods(c.Namespace).List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, p := range pods {
+			if p.Spec.NodeName == "" {
+				n.queue.Add(cache.MetaObjectToName(p).String())
+			}
+		}
+	}})
+	return inf.HasSynced, err
 }

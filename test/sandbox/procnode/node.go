@@ -127,6 +127,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	claimsSynced, err := n.watchClaims(factory)
+	if err != nil {
+		return err
+	}
 	managed := managedSlices(n)
 	eps, epsSynced, err := n.startEndpoints(factory, managed)
 	if err != nil {
@@ -134,7 +138,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	managed.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), append(epsSynced, inf.Informer().HasSynced, secretsSynced)...) {
+	if !cache.WaitForCacheSync(ctx.Done(), append(epsSynced, inf.Informer().HasSynced, secretsSynced, claimsSynced)...) {
 		return ctx.Err()
 	}
 	var workers sync.WaitGroup
