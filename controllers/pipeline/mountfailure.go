@@ -144,7 +144,7 @@ func (m Mounts) MountHint(o Observation) string {
 	if ref == "" {
 		return ""
 	}
-	return fmt.Sprintf("the worker pod waits for %s, which must exist with the expected keys; the run goes on by itself once it does", ref)
+	return fmt.Sprintf("the worker pod waits for %s; the run goes on by itself once it exists", ref)
 }
 
 // MountSource is the object, and the field naming it, of the volume an

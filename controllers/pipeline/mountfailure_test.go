@@ -106,7 +106,7 @@ func TestMountHint(t *testing.T) {
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}})
 	m.Source("source-volume", `PersistentVolumeClaim "data" (spec.source.volume.claimName)`)
 	const waits = "the worker pod waits for "
-	const rest = ", which must exist with the expected keys; the run goes on by itself once it does"
+	const rest = "; the run goes on by itself once it exists"
 	cases := []struct {
 		name string
 		o    Observation
