@@ -64,7 +64,7 @@ func TestMountFailureReported(t *testing.T) {
 			[]string{`secret "team-ca" not found`, `Secret "team-ca" (spec.target.caSecretRef, key ca.crt)`}},
 		{"source PVC deleted after scheduling", func(ns string) *v1alpha1.Artifact {
 			return wrappers.MakeArtifact("nopvc", ns).Volume("models").Obj()
-		}, `Unable to attach or mount volumes: unmounted volumes=[source-volume], unattached volumes=[source-volume]: error processing PVC ns/models: failed to fetch PVC from API server: persistentvolumeclaims "models" not found`,
+		}, `Unable to attach or mount volumes: unmounted volumes=[source-volume], unattached volumes=[], failed to process volumes=[source-volume]: error processing PVC ns/models: failed to fetch PVC from API server: persistentvolumeclaims "models" not found`,
 			[]string{`persistentvolumeclaims "models" not found`, `PersistentVolumeClaim "models" (spec.source.volume.claimName)`}},
 	}
 	startManager(t)

@@ -29,7 +29,7 @@ func TestMountFailure(t *testing.T) {
 	pod.UID = types.UID("uid-p")
 	t0 := time.Unix(1_700_000_000, 0)
 	setUp := `MountVolume.SetUp failed for volume "push-auth" : secret "push" not found`
-	timedOut := `Unable to attach or mount volumes: unmounted volumes=[push-auth], unattached volumes=[workspace tmp push-auth]: timed out waiting for the condition`
+	timedOut := `Unable to attach or mount volumes: unmounted volumes=[push-auth], unattached volumes=[], failed to process volumes=[]: context deadline exceeded`
 	other := kubeletEvent(pod, t0, setUp)
 	other.InvolvedObject.UID = "an-earlier-pod"
 	normal := kubeletEvent(pod, t0, setUp)
@@ -122,7 +122,7 @@ func TestMountHint(t *testing.T) {
 			Message: `pod p cannot start: MountVolume.SetUp failed for volume "registry-ca" : secret "ca" not found`},
 			waits + `Secret "ca" (spec.target.caSecretRef, key ca.crt)` + rest},
 		{"kubelet timed out", Observation{Reason: ReasonFailedMount,
-			Message: `pod p cannot start: Unable to attach or mount volumes: unmounted volumes=[source-volume], unattached volumes=[workspace source-volume]: timed out waiting for the condition`},
+			Message: `pod p cannot start: Unable to attach or mount volumes: unmounted volumes=[source-volume], unattached volumes=[], failed to process volumes=[source-volume]: error processing PVC ns/data: failed to fetch PVC from API server: persistentvolumeclaims "data" not found`},
 			waits + `PersistentVolumeClaim "data" (spec.source.volume.claimName)` + rest},
 		{"scheduler: PVC missing", Observation{Reason: ReasonUnschedulable,
 			Message: `pod p: 0/1 nodes are available: persistentvolumeclaim "data" not found. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.`},

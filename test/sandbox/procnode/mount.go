@@ -37,11 +37,13 @@ func (e *mountError) Error() string {
 }
 
 // claimGone is a PVC deleted after the pod was scheduled. The kubelet's
-// volume manager cannot process the volume, and says so when its wait for
-// the pod's mounts times out (pkg/kubelet/volumemanager).
+// volume manager cannot process the volume, and its wait for the pod's
+// mounts returns the populator's error at once (WaitForAttachAndMount in
+// pkg/kubelet/volumemanager, the error from its populator); the pod's
+// other volumes are mounted by then.
 func claimGone(pod *corev1.Pod, volume, claim string) error {
 	return &mountError{volume: volume, message: fmt.Sprintf(
-		"Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[%s]: error processing PVC %s/%s: failed to fetch PVC from API server: persistentvolumeclaims %q not found",
+		"Unable to attach or mount volumes: unmounted volumes=[%s], unattached volumes=[], failed to process volumes=[%s]: error processing PVC %s/%s: failed to fetch PVC from API server: persistentvolumeclaims %q not found",
 		volume, volume, pod.Namespace, claim, claim)}
 }
 

@@ -68,7 +68,7 @@ func TestVolumeMountFailuresAreTheKubelets(t *testing.T) {
 			`Warning FailedMount MountVolume.SetUp failed for volume "conf" : configmap references non-existent config key: k`},
 		{"PVC deleted after scheduling", corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "gone"}}},
-			`Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: error processing PVC ns/gone: failed to fetch PVC from API server: persistentvolumeclaims "gone" not found`},
+			`Warning FailedMount Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: error processing PVC ns/gone: failed to fetch PVC from API server: persistentvolumeclaims "gone" not found`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
