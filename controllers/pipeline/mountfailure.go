@@ -64,10 +64,11 @@ func waitingOnNode(o Observation, pods []corev1.Pod) *corev1.Pod {
 }
 
 // MountFailure reads the kubelet's FailedMount events of pod, which is
-// still creating its containers. The newest event that names a volume
-// wins: `MountVolume.SetUp failed for volume "push-auth" : secret "push"
-// not found`, or, after about two minutes, `Unable to attach or mount
-// volumes: unmounted volumes=[push-auth] ...`.
+// still creating its containers. The newest SetUp failure wins, since it
+// names the cause (`MountVolume.SetUp failed for volume "push-auth" :
+// secret "push" not found`); else the newest event (`Unable to attach or
+// mount volumes: unmounted volumes=[source-volume], ...`, for a PVC the
+// kubelet cannot process, or its two-minute wait timing out).
 func MountFailure(pod *corev1.Pod, events []corev1.Event) (Observation, bool) {
 	var mine []corev1.Event
 	for _, e := range events {
