@@ -46,7 +46,7 @@ func TestInstanceLabel(t *testing.T) {
 		return l
 	}
 	// The default manager publishes itself.
-	Eventually(func(g Gomega) {
+	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(lease(g, "").Spec.RenewTime).NotTo(BeNil())
 	}).WithTimeout(20 * time.Second).Should(Succeed())
 
@@ -55,7 +55,7 @@ func TestInstanceLabel(t *testing.T) {
 		a := wrappers.MakeArtifact("empty", ns).Label(pipeline.LabelInstance, "").Obj()
 		NewWithT(t).Expect(alice.Create(ctx, a)).To(Succeed())
 		NewWithT(t).Expect(alice.warnings.all()).To(ContainSubstring("metadata.labels[packline.dev/instance]: an empty value means the default instance; the label was removed"))
-		Eventually(func(g Gomega) {
+		NewWithT(t).Eventually(func(g Gomega) {
 			got := &v1alpha1.Artifact{}
 			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(a), got)).To(Succeed())
 			g.Expect(got.Labels).NotTo(HaveKey(pipeline.LabelInstance))
@@ -87,7 +87,7 @@ func TestInstanceLabel(t *testing.T) {
 		t.Cleanup(cancel)
 		pub := &pipeline.InstancePublisher{Client: env.Client, Reader: env.Client, Namespace: mgrNS, Instance: "blue"}
 		go func() { _ = pub.Start(pubCtx) }()
-		Eventually(func(g Gomega) { g.Expect(lease(g, "blue").Labels).To(HaveKeyWithValue(pipeline.LabelInstance, "blue")) }).
+		NewWithT(t).Eventually(func(g Gomega) { g.Expect(lease(g, "blue").Labels).To(HaveKeyWithValue(pipeline.LabelInstance, "blue")) }).
 			WithTimeout(20 * time.Second).Should(Succeed())
 		alice := as(t, "alice")
 		a := wrappers.MakeArtifact("blue", ns).Label(pipeline.LabelInstance, "blue").Obj()
