@@ -141,3 +141,41 @@ func TestMountHint(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedMountMessage: the status a FailedMount sets names the kubelet's
+// cause and the spec field; in the template namespace (a private
+// template's run), the admin's Secret name is not shown to the tenant.
+func TestFailedMountMessage(t *testing.T) {
+	kubelet := `pod p cannot start: MountVolume.SetUp failed for volume "push-auth" : secret "admin-push" not found`
+	cases := []struct {
+		name      string
+		namespace string
+		source    string
+		want      string
+	}{
+		{"the tenant's own run", "", "",
+			kubelet + `: the worker pod waits for Secret "admin-push" (spec.target.pushSecretRef, key .dockerconfigjson); the run goes on by itself once it exists`},
+		{"a private template's run", "packline-system", "the push Secret of ClaimTemplate web spec.pushSecretRef in the template namespace (a platform admin must create it)",
+			`volume "push-auth" cannot be mounted: the worker pod waits for the push Secret of ClaimTemplate web spec.pushSecretRef in the template namespace (a platform admin must create it); the run goes on by itself once it exists`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var m Mounts
+			m.Target(v1alpha1.Target{PushSecretRef: &corev1.LocalObjectReference{Name: "admin-push"}}, "r.example.com/m")
+			if tc.source != "" {
+				m.Source(VolumePushAuth, tc.source)
+			}
+			c := &v1alpha1.Claim{}
+			s := &scope{obj: c, owner: owner, status: c.GetPipelineStatus(), work: Work{Mounts: m, Namespace: tc.namespace}}
+			p := &Pipeline{Config: DefaultConfig()}
+			p.apply(s, Observation{State: StatePending, Reason: ReasonFailedMount, Message: kubelet})
+			ready := s.status.Conditions[0]
+			if ready.Reason != ReasonFailedMount {
+				t.Errorf("reason = %s", ready.Reason)
+			}
+			if diff := cmp.Diff(tc.want, ready.Message); diff != "" {
+				t.Errorf("message (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

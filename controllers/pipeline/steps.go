@@ -451,7 +451,7 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 		if s.remote() && o.Reason == ReasonFailedMount {
 			// The pod runs in the template namespace, with an admin's
 			// Secrets: the kubelet's message would name them to the tenant.
-			o.Message = fmt.Sprintf("the worker pod cannot mount volume %q", blockedVolume(o, s.work.Mounts))
+			o.Message = fmt.Sprintf("volume %q cannot be mounted", blockedVolume(o, s.work.Mounts))
 		}
 		o.Message += ": " + hint
 	}
