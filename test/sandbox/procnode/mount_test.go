@@ -29,7 +29,7 @@ func testNode(t *testing.T, objs ...runtime.Object) (*Node, *record.FakeRecorder
 func mountingPod(vols ...corev1.Volume) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "uid-p"},
-		Spec: corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "worker", Image: "worker"}}, Volumes: vols},
+		Spec:       corev1.PodSpec{NodeName: "node", Containers: []corev1.Container{{Name: "worker", Image: "worker"}}, Volumes: vols},
 	}
 	for _, v := range vols {
 		pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: "/" + v.Name})
