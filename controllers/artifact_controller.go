@@ -5,6 +5,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -131,6 +132,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.Volume.ClaimName, ReadOnly: true},
 		}})
 		m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: "source-volume", MountPath: spec.SourceVolumeDir, ReadOnly: true})
+		m.Source("source-volume", fmt.Sprintf("PersistentVolumeClaim %q (spec.source.volume.claimName)", src.Volume.ClaimName))
 	}
 	target := m.Target(a.Spec.Target, a.Spec.Target.Repository)
 	specJSON, err := json.Marshal(a.Spec)

@@ -242,6 +242,11 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	}
 	hints[failure.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)
+	if adminRun && t.PushSecretRef != nil {
+		// The template's Secret, in the template namespace: named by the
+		// template's field, never by its name (see privateHints).
+		m.Source(pipeline.VolumePushAuth, fmt.Sprintf("the push Secret of ClaimTemplate %s spec.pushSecretRef in the template namespace (a platform admin must create it)", tpl.Name))
+	}
 	values, params, refs, err := claims.ResolveArtifacts(c, tpl, in.Artifacts)
 	var notReady *claims.ArtifactNotReady
 	switch {

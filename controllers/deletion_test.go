@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,9 +98,12 @@ func waitCleanupJob(t *testing.T, ns, owner string) *batchJob {
 // start (a missing Secret) for longer than --cleanup-give-up.
 func TestDeletionNeverBlocked(t *testing.T) {
 	cases := []struct {
-		name      string
-		before    func(t *testing.T, ns string)
-		stuckPod  bool
+		name     string
+		before   func(t *testing.T, ns string)
+		stuckPod bool
+		// mount, when set, holds the cleanup pod in ContainerCreating with
+		// this FailedMount event instead.
+		mount     string
 		wantInMsg string
 	}{
 		{name: "quota refuses the cleanup Job", before: func(t *testing.T, ns string) {
@@ -112,13 +116,16 @@ func TestDeletionNeverBlocked(t *testing.T) {
 			NewWithT(t).Expect(env.Client.Status().Update(context.Background(), q)).To(Succeed())
 		}, wantInMsg: "exceeded quota"},
 		{name: "cleanup pod stuck on a missing Secret", stuckPod: true, wantInMsg: "did not start within"},
+		{name: "cleanup pod stuck on a volume mount", stuckPod: true,
+			mount:     `MountVolume.SetUp failed for volume "push-auth" : secret "push-creds" not found`,
+			wantInMsg: `did not start within 2s (FailedMount: pod %s cannot start: MountVolume.SetUp failed for volume "push-auth" : secret "push-creds" not found; it waits for Secret "push-creds" (spec.target.pushSecretRef, key .dockerconfigjson))`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			startManager(t, func(c *pipeline.Config) { c.CleanupGiveUp = 2 * time.Second })
 			ns := newNamespace(t)
 			key := client.ObjectKey{Namespace: ns, Name: "doomed"}
-			a := MakeArtifact(key.Name, ns).DeletionPolicy(v1alpha1.DeletionDelete).Obj()
+			a := MakeArtifact(key.Name, ns).DeletionPolicy(v1alpha1.DeletionDelete).PushSecret("push-creds").Obj()
 			create(t, a)
 			runJob(t, waitJob(t, ns, key.Name, 1, 1), 0, okResult(digest))
 			eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseSucceeded)) })
@@ -126,7 +133,12 @@ func TestDeletionNeverBlocked(t *testing.T) {
 				tc.before(t, ns)
 			}
 			NewWithT(t).Expect(env.Client.Delete(context.Background(), getArtifact(NewWithT(t), key))).To(Succeed())
-			if tc.stuckPod {
+			wantInMsg := tc.wantInMsg
+			if tc.mount != "" {
+				job := waitCleanupJob(t, ns, key.Name)
+				pod := creatingPod(t, job, tc.mount)
+				wantInMsg = fmt.Sprintf(tc.wantInMsg, pod.Name)
+			} else if tc.stuckPod {
 				job := waitCleanupJob(t, ns, key.Name)
 				pod := MakePod(job.Name+"-x", ns, job.Name).Labels(job.Spec.Template.Labels).ControlledBy(job).Obj()
 				pod.Spec = *job.Spec.Template.Spec.DeepCopy()
@@ -145,7 +157,7 @@ func TestDeletionNeverBlocked(t *testing.T) {
 						notes = append(notes, e.Note)
 					}
 				}
-				g.Expect(notes).To(ContainElement(ContainSubstring(tc.wantInMsg)))
+				g.Expect(notes).To(ContainElement(ContainSubstring(wantInMsg)))
 			})
 			if tc.stuckPod {
 				// No garbage collector runs here: the run Job stays, the stuck

@@ -113,6 +113,10 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := mgr.Add(&pipeline.InstancePublisher{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Namespace: pipeline.ManagerNamespace(), Instance: cfg.Instance}); err != nil {
+		return err
+	}
 	if cfg.Instance != "" {
 		return nil
 	}

@@ -73,6 +73,7 @@ func TestArtifactWork(t *testing.T) {
 					LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}, pushEnv},
 				Volumes: []corev1.Volume{dockerConfigVolume("push-auth", "push")},
 				Mounts:  []corev1.VolumeMount{readOnly("push-auth", spec.PushAuthDir)},
+				Sources: map[string]string{"push-auth": `Secret "push" (spec.target.pushSecretRef, key .dockerconfigjson)`},
 			},
 			target: spec.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
@@ -96,6 +97,7 @@ func TestArtifactWork(t *testing.T) {
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{dockerConfigVolume("pull-auth", "pull")},
 				Mounts:  []corev1.VolumeMount{readOnly("pull-auth", spec.PullAuthDir)},
+				Sources: map[string]string{"pull-auth": `Secret "pull" (spec.source.oci.pullSecretRef, key .dockerconfigjson)`},
 			},
 			target: spec.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
@@ -107,7 +109,8 @@ func TestArtifactWork(t *testing.T) {
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{{Name: "source-volume", VolumeSource: corev1.VolumeSource{
 					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "models", ReadOnly: true}}}},
-				Mounts: []corev1.VolumeMount{readOnly("source-volume", spec.SourceVolumeDir)},
+				Mounts:  []corev1.VolumeMount{readOnly("source-volume", spec.SourceVolumeDir)},
+				Sources: map[string]string{"source-volume": `PersistentVolumeClaim "models" (spec.source.volume.claimName)`},
 			},
 			target: spec.Target{Repository: repo, Tag: "v1"},
 		},
@@ -116,6 +119,7 @@ func TestArtifactWork(t *testing.T) {
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{secretVolume("registry-ca", "ca", corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})},
 				Mounts:  []corev1.VolumeMount{readOnly("registry-ca", spec.CADir)},
+				Sources: map[string]string{"registry-ca": `Secret "ca" (spec.target.caSecretRef, key ca.crt)`},
 			},
 			target: spec.Target{Repository: repo, Tag: "latest", PlainHTTP: true, CAFile: spec.CADir + "/ca.crt"},
 			hints: map[string]string{
@@ -296,14 +300,17 @@ func TestClaimWork(t *testing.T) {
 			want: got{Target: spec.Target{Repository: "r.example.com/mine", Tag: "v2", PlainHTTP: true}, Exposure: clusterIP,
 				Mounts: pipeline.Mounts{Env: []corev1.EnvVar{pushEnv},
 					Volumes: []corev1.Volume{dockerConfigVolume("push-auth", "push")},
-					Mounts:  []corev1.VolumeMount{readOnly("push-auth", spec.PushAuthDir)}}}},
+					Mounts:  []corev1.VolumeMount{readOnly("push-auth", spec.PushAuthDir)},
+					Sources: map[string]string{"push-auth": `Secret "push" (spec.target.pushSecretRef, key .dockerconfigjson)`}}}},
 		{name: "private template: renders in the template namespace with its Secrets",
 			c:  claim().Target(v1alpha1.Target{Tag: "v2"}).Obj(),
 			in: controllers.ClaimInputs{Template: tpl().Private("repo", "push").Obj(), NamespaceLabels: tenant, TemplateNamespace: "packline-system"},
 			want: got{Namespace: "packline-system", Target: spec.Target{Repository: repo, Tag: "v2"}, Exposure: clusterIP,
 				Mounts: pipeline.Mounts{Env: []corev1.EnvVar{pushEnv},
 					Volumes: []corev1.Volume{gitCredentialVolume("template-auth", "repo"), dockerConfigVolume("push-auth", "push")},
-					Mounts:  []corev1.VolumeMount{readOnly("template-auth", spec.TemplateAuthDir), readOnly("push-auth", spec.PushAuthDir)}}}},
+					Mounts:  []corev1.VolumeMount{readOnly("template-auth", spec.TemplateAuthDir), readOnly("push-auth", spec.PushAuthDir)},
+					// The template's Secret: named by the template's field, never by name.
+					Sources: map[string]string{"push-auth": "the push Secret of ClaimTemplate web spec.pushSecretRef in the template namespace (a platform admin must create it)"}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,6 +87,7 @@ func (m *Stamper) Handle(_ context.Context, req admission.Request) admission.Res
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("recording the requester: %w", err))
 		}
 	}
+	warning := dropEmptyInstance(obj)
 	ann := maps.Clone(obj.GetAnnotations())
 	if ann == nil {
 		ann = map[string]string{}
@@ -99,7 +100,11 @@ func (m *Stamper) Handle(_ context.Context, req admission.Request) admission.Res
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	if warning != "" {
+		resp.Warnings = append(resp.Warnings, warning)
+	}
+	return resp
 }
 
 func sameSpec(a, b any) (bool, error) {

@@ -1,11 +1,14 @@
 package admission
 
 import (
+	"time"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/packline/packline/controllers/entitlement"
+	"github.com/packline/packline/controllers/pipeline"
 )
 
 // Setup registers the four webhooks on mgr's webhook server. certDir holds
@@ -24,12 +27,13 @@ func Register(mgr ctrl.Manager, sealer *entitlement.Sealer) error {
 		return err
 	}
 	claimChecks := &claimChecker{client: mgr.GetClient(), checker: checker}
+	in := &instances{reader: mgr.GetAPIReader(), namespace: pipeline.ManagerNamespace(), now: time.Now}
 	srv := mgr.GetWebhookServer()
 	for path, h := range map[string]admission.Handler{
 		MutateClaimPath:      &Stamper{kind: claimKind, decoder: dec, sealer: sealer},
 		MutateArtifactPath:   &Stamper{kind: artifactKind, decoder: dec, sealer: sealer},
-		ValidateClaimPath:    &Validator{kind: claimKind, decoder: dec, sealer: sealer, check: claimChecks.check},
-		ValidateArtifactPath: &Validator{kind: artifactKind, decoder: dec, sealer: sealer, check: checkArtifact(checker)},
+		ValidateClaimPath:    &Validator{kind: claimKind, decoder: dec, sealer: sealer, check: claimChecks.check, instances: in},
+		ValidateArtifactPath: &Validator{kind: artifactKind, decoder: dec, sealer: sealer, check: checkArtifact(checker), instances: in},
 	} {
 		srv.Register(path, &webhook.Admission{Handler: h})
 	}

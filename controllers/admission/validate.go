@@ -32,11 +32,19 @@ type Validator struct {
 	sealer  *entitlement.Sealer
 	// check returns the denial, or warnings for an admitted object.
 	check func(ctx context.Context, obj client.Object, r entitlement.Requester) (warnings []string, err error)
+	// instances warns about an instance label no manager serves.
+	instances *instances
 }
 
 // Handle admits a create or spec change only when the requester is
 // entitled to it. An update that leaves the spec alone needs no new rights.
+// Any admitted change is told when its instance label names an instance no
+// manager runs (a label edit moves the object).
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
+	return v.instances.withInstanceWarning(ctx, v.kind.name, req, v.handle(ctx, req))
+}
+
+func (v *Validator) handle(ctx context.Context, req admission.Request) admission.Response {
 	obj := v.kind.new()
 	if err := v.decoder.Decode(req, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)

@@ -129,9 +129,15 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 	if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	o := Observe(job, pods.Items)
-	if o.State == StatePending && stuck(o.Reason) {
-		return p.giveUpIfStuck(ctx, obj, job, o)
+	o, _, err := p.observePods(ctx, job, pods.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if o.State == StatePending {
+		// Whatever holds the pod (a missing Secret or PVC, a volume it
+		// cannot mount, an image, no node), the deletion waits at most
+		// CleanupGiveUp; giveUpIfStuck requeues until then.
+		return p.giveUpIfStuck(ctx, obj, job, o, ns != owner.Namespace, target)
 	}
 	// The same state machine as the run's; the cleanup's state is its Jobs,
 	// so it keeps no phase, and its backoff counts from the Job's failure.
@@ -181,18 +187,26 @@ func refused(err error) bool {
 	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
-// stuck reasons keep a pod from ever starting until someone acts: a missing
-// Secret, an image that cannot be pulled, no node that fits.
-func stuck(reason string) bool {
-	return reason == ReasonConfigError || reason == ReasonUnschedulable || isImageProblem(reason)
-}
-
 // giveUpIfStuck lets the owner go once its cleanup pod has been unable to
 // start for CleanupGiveUp: the kubelet would retry until the Job's deadline
-// (hours), and a deletion must not wait on that.
-func (p *Pipeline) giveUpIfStuck(ctx context.Context, obj Object, job *batchv1.Job, o Observation) (ctrl.Result, error) {
+// (hours), and a deletion must not wait on that. Deleting a tag takes
+// seconds once the pod runs, so any pod not started by then is stuck,
+// whether the kubelet says why (a missing Secret, an image), the scheduler
+// does (no node, a missing PVC), or only the pod's events do (a volume it
+// cannot mount). remote: the pod runs in the template namespace with an
+// admin's Secrets, whose names the owner's event must not show.
+func (p *Pipeline) giveUpIfStuck(ctx context.Context, obj Object, job *batchv1.Job, o Observation, remote bool, target v1alpha1.Target) (ctrl.Result, error) {
 	if wait := job.CreationTimestamp.Add(p.Config.CleanupGiveUp).Sub(p.now()); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	var m Mounts
+	m.Target(target, "")
+	if ref := m.MountSource(o); ref != "" {
+		if remote {
+			o.Message = fmt.Sprintf("the cleanup pod cannot mount volume %q", blockedVolume(o, m))
+		} else {
+			o.Message += "; it waits for " + ref
+		}
 	}
 	if err := p.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting stuck cleanup Job: %w", err)

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"path"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,7 +18,26 @@ type Mounts struct {
 	Env     []corev1.EnvVar
 	Volumes []corev1.Volume
 	Mounts  []corev1.VolumeMount
+	// Sources name, by volume, the object a volume mounts and the field
+	// that names it (`Secret "push" (spec.target.pushSecretRef)`): the
+	// kubelet's FailedMount message names only the volume and the object.
+	Sources map[string]string
 }
+
+// Source records what volume mounts, for messages (see Sources).
+func (m *Mounts) Source(volume, ref string) {
+	if m.Sources == nil {
+		m.Sources = map[string]string{}
+	}
+	m.Sources[volume] = ref
+}
+
+// The volumes of a push target: a Job that only talks to the target's
+// registry (resolve, cleanup) needs these and no other.
+const (
+	VolumePushAuth   = "push-auth"
+	VolumeRegistryCA = "registry-ca"
+)
 
 // SecretDir mounts a Secret's items read-only at dir (always name items:
 // a Secret is never mounted whole).
@@ -59,12 +79,43 @@ func (m *Mounts) Target(t v1alpha1.Target, repository string) spec.Target {
 		out.Tag = "latest"
 	}
 	if t.PushSecretRef != nil {
-		m.dockerConfig("push-auth", t.PushSecretRef.Name, spec.PushAuthDir)
+		m.dockerConfig(VolumePushAuth, t.PushSecretRef.Name, spec.PushAuthDir)
+		m.Source(VolumePushAuth, fmt.Sprintf("Secret %q (spec.target.pushSecretRef, key %s)", t.PushSecretRef.Name, corev1.DockerConfigJsonKey))
 		m.Env = append(m.Env, corev1.EnvVar{Name: spec.EnvDockerConfig, Value: spec.PushAuthDir})
 	}
 	if t.CASecretRef != nil {
-		m.SecretDir("registry-ca", t.CASecretRef.Name, spec.CADir, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})
+		m.SecretDir(VolumeRegistryCA, t.CASecretRef.Name, spec.CADir, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})
+		m.Source(VolumeRegistryCA, fmt.Sprintf("Secret %q (spec.target.caSecretRef, key ca.crt)", t.CASecretRef.Name))
 		out.CAFile = path.Join(spec.CADir, "ca.crt")
+	}
+	return out
+}
+
+// TargetOnly is the part of m that Target added: the push target's docker
+// config (with DOCKER_CONFIG) and CA. A Job that only reads or deletes what
+// the run pushed needs nothing else of the run's mounts.
+func (m Mounts) TargetOnly() Mounts {
+	var out Mounts
+	keep := map[string]bool{VolumePushAuth: true, VolumeRegistryCA: true}
+	for _, v := range m.Volumes {
+		if keep[v.Name] {
+			out.Volumes = append(out.Volumes, v)
+		}
+	}
+	for _, vm := range m.Mounts {
+		if keep[vm.Name] {
+			out.Mounts = append(out.Mounts, vm)
+		}
+	}
+	for _, e := range m.Env {
+		if e.Name == spec.EnvDockerConfig && e.Value == spec.PushAuthDir {
+			out.Env = append(out.Env, e)
+		}
+	}
+	for vol, ref := range m.Sources {
+		if keep[vol] {
+			out.Source(vol, ref)
+		}
 	}
 	return out
 }
@@ -81,6 +132,7 @@ func (m *Mounts) SigningKey(secret string) {
 // PullSecret mounts a dockerconfigjson Secret for a source registry.
 func (m *Mounts) PullSecret(secret string) {
 	m.dockerConfig("pull-auth", secret, spec.PullAuthDir)
+	m.Source("pull-auth", fmt.Sprintf("Secret %q (spec.source.oci.pullSecretRef, key %s)", secret, corev1.DockerConfigJsonKey))
 }
 
 // dockerConfig maps the Secret's .dockerconfigjson key to config.json, the

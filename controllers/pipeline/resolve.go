@@ -46,7 +46,10 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		if err := p.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{batchv1.JobNameLabel: j.Name}); err != nil {
 			return Observation{}, err
 		}
-		o := Observe(j, pods.Items)
+		o, _, err := p.observePods(ctx, j, pods.Items)
+		if err != nil {
+			return Observation{}, err
+		}
 		switch o.State {
 		case StateSucceeded, StateFailed:
 			return o, nil
@@ -63,22 +66,32 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 	if err != nil {
 		return Observation{}, err
 	}
-	job := BuildJob(JobParams{
-		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: int32(attempt),
-		InputsHash: resolveInputs(s.work.InputsHash),
-		Image:      p.Config.WorkerImage, Command: "resolve", SpecJSON: doc,
-		// The run's own credentials; no queue, so it runs here.
-		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts, EphemeralWorkspace: true,
-		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
-		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, p.runSpec(s).Resources)),
-		TmpSize:            p.Config.WorkerTmpSize,
-	})
+	job := p.buildResolveJob(s, int32(attempt), doc)
 	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
 		return Observation{}, &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)}
 	}
 	return Observation{State: StateRunning, Reason: ReasonReadingResult,
 		Message: "the attempt ran on a worker cluster; Job " + job.Name + " reads its result from the registry"}, nil
+}
+
+// buildResolveJob is the Job that reads attempt's result from the
+// registry. It mounts the run's push credentials and nothing else: not the
+// source's Secrets or PVC, nor the signing key, which reading a manifest
+// has no use for, and whose absence (a source PVC deleted since the run)
+// must not hold the result.
+func (p *Pipeline) buildResolveJob(s *scope, attempt int32, doc string) *batchv1.Job {
+	m := s.work.Mounts.TargetOnly()
+	return BuildJob(JobParams{
+		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: attempt,
+		InputsHash: resolveInputs(s.work.InputsHash),
+		Image:      p.Config.WorkerImage, Command: "resolve", SpecJSON: doc,
+		// No queue, so it runs here.
+		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
+		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
+		ServiceAccountName: p.Config.WorkerServiceAccount,
+		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, p.runSpec(s).Resources)),
+		TmpSize:            p.Config.WorkerTmpSize,
+	})
 }
 
 // workTarget is the push target of a run's worker document.

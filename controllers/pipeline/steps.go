@@ -326,14 +326,20 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 		return ctrl.Result{}, fmt.Errorf("listing pods of Job %s: %w", s.job.Name, err)
 	}
 	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
-	o := Observe(s.job, pods.Items)
+	o, poll, err := p.observePods(ctx, s.job, pods.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	if o.Reason == ReasonResultNotMirrored {
-		var err error
 		if o, err = p.resultFromRegistry(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	return p.apply(s, o), nil
+	res := p.apply(s, o)
+	if poll > 0 && (res.RequeueAfter == 0 || poll < res.RequeueAfter) {
+		res.RequeueAfter = poll
+	}
+	return res, nil
 }
 
 // apply moves status according to an observation.
@@ -342,6 +348,14 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 	// one a pod cannot start without), which neither the worker nor the
 	// kubelet knows.
 	if hint := s.work.Hints[o.Reason]; hint != "" && o.State != StateSucceeded {
+		o.Message += ": " + hint
+	}
+	if hint := s.work.Mounts.MountHint(o); hint != "" && o.State == StatePending {
+		if s.remote() && o.Reason == ReasonFailedMount {
+			// The pod runs in the template namespace, with an admin's
+			// Secrets: the kubelet's message would name them to the tenant.
+			o.Message = fmt.Sprintf("volume %q cannot be mounted", blockedVolume(o, s.work.Mounts))
+		}
 		o.Message += ": " + hint
 	}
 	recordSigning(s.status, o)

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/test/manifests"
 	"github.com/packline/packline/test/regtest"
 	"github.com/packline/packline/test/sandbox"
@@ -74,6 +75,7 @@ func TestDeployedManager(t *testing.T) {
 	ref := runArtifact(t, s, first)
 	t.Logf("artifact Ready through the deployed manager: %s", ref)
 	checkWorkerJob(t, s, first.GetName())
+	checkInstancePublished(t, s)
 
 	leader := leaderPod(t, s, pods)
 	holder := lease(t, s).Spec.HolderIdentity
@@ -332,6 +334,23 @@ func replicaSetProblems(s *sandbox.Sandbox) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// checkInstancePublished: the deployed manager, with its own RBAC and
+// namespace, publishes its instance in the Lease the admission webhook
+// reads (TestInstanceLabel covers the warnings).
+func checkInstancePublished(t *testing.T, s *sandbox.Sandbox) {
+	t.Helper()
+	eventually(t, 60*time.Second, "the default instance is published", func() error {
+		var l coordinationv1.Lease
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: pipeline.InstanceLeaseName("")}, &l); err != nil {
+			return err
+		}
+		if l.Spec.RenewTime == nil || time.Since(l.Spec.RenewTime.Time) > pipeline.InstanceLeaseDuration {
+			return fmt.Errorf("instance Lease not renewed: %+v", l.Spec)
+		}
+		return nil
+	})
 }
 
 func lease(t *testing.T, s *sandbox.Sandbox) *coordinationv1.Lease {

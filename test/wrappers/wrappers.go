@@ -122,6 +122,17 @@ func (w *PodWrapper) Waiting(reason, msg string) *PodWrapper {
 	return w
 }
 
+// Creating is what the kubelet writes for a bound pod whose volumes are
+// not set up yet: a mount it cannot make keeps it here, and only the pod's
+// FailedMount events say why.
+func (w *PodWrapper) Creating() *PodWrapper {
+	w.Status.Phase = corev1.PodPending
+	w.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	w.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", Image: "worker",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+	return w
+}
+
 // Running is what the kubelet writes for a started container.
 func (w *PodWrapper) Running() *PodWrapper {
 	w.Status.Phase = corev1.PodRunning

@@ -65,6 +65,8 @@ type Node struct {
 	pods     listerscorev1.PodLister
 	queue    workqueue.TypedRateLimitingInterface[string]
 	recorder record.EventRecorder
+	// scheduler records the events kube-scheduler would (bind).
+	scheduler record.EventRecorder
 
 	mu   sync.Mutex
 	runs map[types.UID]*podRun
@@ -105,6 +107,7 @@ func (n *Node) Run(ctx context.Context) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: n.o.Client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	n.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kubelet", Host: n.o.Name})
+	n.scheduler = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: corev1.DefaultSchedulerName})
 
 	factory := informers.NewSharedInformerFactory(n.o.Client, 0)
 	inf := factory.Core().V1().Pods()
@@ -124,6 +127,10 @@ func (n *Node) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	claimsSynced, err := n.watchClaims(factory)
+	if err != nil {
+		return err
+	}
 	managed := managedSlices(n)
 	eps, epsSynced, err := n.startEndpoints(factory, managed)
 	if err != nil {
@@ -131,7 +138,7 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	factory.Start(ctx.Done())
 	managed.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), append(epsSynced, inf.Informer().HasSynced, secretsSynced)...) {
+	if !cache.WaitForCacheSync(ctx.Done(), append(epsSynced, inf.Informer().HasSynced, secretsSynced, claimsSynced)...) {
 		return ctx.Err()
 	}
 	var workers sync.WaitGroup

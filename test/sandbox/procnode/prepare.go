@@ -2,6 +2,7 @@ package procnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -165,7 +166,9 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			claim := v.PersistentVolumeClaim.ClaimName
 			_, err := n.o.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				return nil, configErr("ContainerCreating", "persistentvolumeclaim %q not found", claim)
+				// Deleted since scheduling: the kubelet's volume manager
+				// reports it (after its wait times out) as a FailedMount.
+				return nil, claimGone(pod, v.Name, claim)
 			}
 			if err != nil {
 				return nil, err
@@ -183,7 +186,7 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			if apierrors.IsNotFound(err) && v.Secret.Optional != nil && *v.Secret.Optional {
 				sec = nil
 			} else if apierrors.IsNotFound(err) {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: secret %q not found", v.Name, v.Secret.SecretName)
+				return nil, mountErr(v.Name, "%s", secretNotFound(v.Secret.SecretName))
 			} else if err != nil {
 				return nil, err
 			}
@@ -191,15 +194,18 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			if sec != nil {
 				data = sec.Data
 			}
-			if err := writeFiles(local, data, v.Secret.Items, v.Secret.DefaultMode, ptr.Deref(v.Secret.Optional, false)); err != nil {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
+			var mk *missingKeyError
+			if err := writeFiles(local, data, v.Secret.Items, v.Secret.DefaultMode, ptr.Deref(v.Secret.Optional, false)); errors.As(err, &mk) {
+				return nil, mountErr(v.Name, "%s", missingKey("secret", mk.key))
+			} else if err != nil {
+				return nil, err
 			}
 		case v.ConfigMap != nil:
 			cm, err := n.o.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
 				cm = &corev1.ConfigMap{}
 			} else if apierrors.IsNotFound(err) {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: configmap %q not found", v.Name, v.ConfigMap.Name)
+				return nil, mountErr(v.Name, "%s", configMapNotFound(v.ConfigMap.Name))
 			} else if err != nil {
 				return nil, err
 			}
@@ -210,8 +216,11 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			for k, b := range cm.BinaryData {
 				data[k] = b
 			}
-			if err := writeFiles(local, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode, ptr.Deref(v.ConfigMap.Optional, false)); err != nil {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
+			var mk *missingKeyError
+			if err := writeFiles(local, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode, ptr.Deref(v.ConfigMap.Optional, false)); errors.As(err, &mk) {
+				return nil, mountErr(v.Name, "%s", missingKey("configmap", mk.key))
+			} else if err != nil {
+				return nil, err
 			}
 		case v.Projected != nil:
 			if err := n.projected(ctx, pod, v, local); err != nil {
@@ -229,11 +238,21 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 	return out, nil
 }
 
-// writeFiles writes data as files, honouring items (key → path, mode) the
-// way the kubelet's secret and configMap volumes do.
-// writeFiles writes a Secret's or ConfigMap's items as the kubelet does:
-// a missing key is an error unless the volume is optional, then skipped.
+// missingKeyError is an item naming a key the Secret or ConfigMap lacks.
+type missingKeyError struct{ key string }
+
+func (e *missingKeyError) Error() string { return fmt.Sprintf("key %q not found", e.key) }
+
+// writeFiles writes a Secret's or ConfigMap's items (key → path, mode) as
+// the kubelet does: a missing key (a *missingKeyError) fails the mount unless the
+// volume is optional, then it is skipped.
 func writeFiles(dir string, data map[string][]byte, items []corev1.KeyToPath, defaultMode *int32, optional bool) error {
+	// The kubelet builds the whole payload before it writes a file.
+	for _, it := range items {
+		if _, ok := data[it.Key]; !ok && !optional {
+			return &missingKeyError{key: it.Key}
+		}
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (n *Node) projected(ctx context.Context, pod *corev1.Pod, v corev1.Volume, 
 			}
 			out, err := n.o.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, tr, metav1.CreateOptions{})
 			if err != nil {
-				return configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: token for serviceaccount %q: %v", v.Name, sa, err)
+				return mountErr(v.Name, "failed to fetch token: %v", err)
 			}
 			files[src.ServiceAccountToken.Path] = []byte(out.Status.Token)
 		case src.ConfigMap != nil:
@@ -45,13 +45,18 @@ func (n *Node) projected(ctx context.Context, pod *corev1.Pod, v corev1.Volume, 
 			optional := src.ConfigMap.Optional != nil && *src.ConfigMap.Optional
 			if apierrors.IsNotFound(err) && optional {
 				continue
+			} else if apierrors.IsNotFound(err) {
+				return mountErr(v.Name, "%s", configMapNotFound(src.ConfigMap.Name))
 			} else if err != nil {
-				return configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: configmap %q: %v", v.Name, src.ConfigMap.Name, err)
+				return err
 			}
 			for _, it := range keys(src.ConfigMap.Items, cm.Data) {
 				b, ok := cm.Data[it.Key]
+				if !ok && optional {
+					continue
+				}
 				if !ok {
-					return configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: configmap %q has no key %q", v.Name, cm.Name, it.Key)
+					return mountErr(v.Name, "%s", missingKey("configmap", it.Key))
 				}
 				files[it.Path] = []byte(b)
 			}

@@ -80,7 +80,8 @@ func setCondition(st *corev1.PodStatus, t corev1.PodConditionType, s corev1.Cond
 			if c.Status != s {
 				c.LastTransitionTime = now
 			}
-			c.Status, c.Reason = s, reason
+			// A message belongs to the reason it came with (unschedulable).
+			c.Status, c.Reason, c.Message = s, reason, ""
 			return
 		}
 	}

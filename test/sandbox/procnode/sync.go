@@ -50,11 +50,19 @@ func (n *Node) sync(ctx context.Context, key string) error {
 }
 
 // bind plays the scheduler: this is the cluster's only node, so every
-// pending pod fits. Like a real cluster, a pod whose image cannot be pulled
+// pending pod whose PVCs exist fits. Like a real cluster, a pod whose image cannot be pulled
 // is still scheduled, and the node then reports ImagePullBackOff.
 func (n *Node) bind(ctx context.Context, pod *corev1.Pod) error {
 	if pod.DeletionTimestamp != nil || (pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName) {
 		return nil
+	}
+	// Like kube-scheduler's VolumeBinding plugin, a pod whose PVC does not
+	// exist is not bound, and is tried again.
+	if claims, err := n.missingClaims(ctx, pod); err != nil {
+		return err
+	} else if len(claims) > 0 {
+		n.queue.AddAfter(cache.MetaObjectToName(pod).String(), configRetry)
+		return n.unschedulable(ctx, pod, unschedulableMessage(claims))
 	}
 	err := n.o.Client.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
 		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
@@ -82,6 +90,12 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 	}
 	specs, err := n.prepare(ctx, pod)
 	var cfgErr *configError
+	var mntErr *mountError
+	if errors.As(err, &mntErr) {
+		n.logf("pod %s/%s waits: FailedMount: %v", pod.Namespace, pod.Name, mntErr)
+		n.queue.AddAfter(cache.MetaObjectToName(pod).String(), configRetry)
+		return n.waitMount(ctx, pod, mntErr)
+	}
 	if errors.As(err, &cfgErr) {
 		n.recorder.Event(pod, corev1.EventTypeWarning, "Failed", "Error: "+cfgErr.Error())
 		n.logf("pod %s/%s waits: %s: %v", pod.Namespace, pod.Name, cfgErr.reason, cfgErr)
