@@ -55,13 +55,22 @@ func CacheOptions(cfg pipeline.Config) cache.Options {
 }
 
 // Option changes what Setup wires.
-type Option func(*ClaimReconciler)
+type Option func(*sealCheck)
 
-// WithRequesterSealer lets the Claim controller trust the requester that
-// the admission webhook recorded (see controllers/entitlement). Without it,
-// Claims of templates that restrict who may claim them do not render.
+// WithRequesterSealer lets the controllers trust the requester that the
+// admission webhook recorded (see controllers/entitlement). Without it,
+// Artifacts and Claims that name a Secret, a PVC or an Artifact, and
+// Claims of templates that restrict who may claim them, do not run.
 func WithRequesterSealer(s *entitlement.Sealer) Option {
-	return func(r *ClaimReconciler) { r.Sealer = s }
+	return func(c *sealCheck) { c.Sealer = s }
+}
+
+// WithUnverifiedReferences lets Artifacts and Claims without a verified
+// seal name Secrets, PVCs and Artifacts, unchecked: for a cluster without
+// tenants (--insecure-unverified-references). Template restrictions
+// (spec.access) are still enforced.
+func WithUnverifiedReferences() Option {
+	return func(c *sealCheck) { c.TrustUnsealed = true }
 }
 
 // Setup registers every reconciler with mgr.
@@ -78,17 +87,18 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 			Kind:      kind,
 		}
 	}
-	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr); err != nil {
-		return err
+	var seals sealCheck
+	for _, o := range opts {
+		o(&seals)
 	}
 	checker, err := entitlement.NewChecker(mgr.GetConfig(), mgr.GetRESTMapper(), mgr.GetScheme())
 	if err != nil {
 		return err
 	}
-	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"), Checker: checker}
-	for _, o := range opts {
-		o(claims)
+	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact"), seals: seals, Checker: checker}).SetupWithManager(mgr); err != nil {
+		return err
 	}
+	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"), Checker: checker, seals: seals}
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -93,7 +93,12 @@ func main() {
 	}
 	var webhookServer webhook.Server
 	if wh.Enabled {
-		webhookServer = wh.server()
+		if webhookServer, err = wh.server(); err != nil {
+			fail(err)
+		}
+		if wh.InsecureSkipClientVerify {
+			ctrl.Log.Info("WARNING: the webhook server takes clients without a certificate (--webhook-insecure-skip-client-verify): anyone who reaches its port can get a requester seal for any user")
+		}
 	}
 
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{

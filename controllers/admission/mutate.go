@@ -7,11 +7,12 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
+	"strings"
+	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -56,15 +57,21 @@ type Stamper struct {
 // Any other update (finalizers, labels, another annotation) keeps the
 // recorded requester exactly, so neither the controller's own updates nor a
 // user's edit of the annotation can change it.
+//
+// The response patches the two annotations and nothing else: a patch made
+// by re-encoding the whole object would drop what the Go types leave out
+// (an explicit "" for a defaulted field), the API server would then default
+// it again, and the sealed spec would no longer be the stored one.
 func (m *Stamper) Handle(_ context.Context, req admission.Request) admission.Response {
 	obj := m.kind.new()
-	if err := m.decoder.Decode(req, obj); err != nil {
+	if err := decode(m.decoder, req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	var stamp map[string]string
+	bind := entitlement.BindCreation(obj, time.Now())
 	if req.Operation == admissionv1.Update {
 		old := m.kind.new()
-		if err := m.decoder.DecodeRaw(req.OldObject, old); err != nil {
+		if err := decode(m.decoder, req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 		same, err := sameSpec(m.kind.spec(old), m.kind.spec(obj))
@@ -79,27 +86,42 @@ func (m *Stamper) Handle(_ context.Context, req admission.Request) admission.Res
 				}
 			}
 		}
+		// The stored object's UID: the one the update must keep.
+		obj.SetUID(old.GetUID())
+		bind = entitlement.BindUID()
 	}
 	if stamp == nil {
 		var err error
-		stamp, err = m.sealer.Seal(m.kind.name, obj, m.kind.spec(obj), entitlement.FromUserInfo(req.UserInfo))
+		stamp, err = m.sealer.Seal(m.kind.name, obj, m.kind.spec(obj), entitlement.FromUserInfo(req.UserInfo), bind)
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("recording the requester: %w", err))
 		}
 	}
-	ann := maps.Clone(obj.GetAnnotations())
-	if ann == nil {
-		ann = map[string]string{}
+	return admission.Patched("", annotationPatch(obj.GetAnnotations(), stamp)...)
+}
+
+// annotationPatch turns the request's annotations (current) into ones that
+// hold exactly stamp of the requester annotations, leaving the others.
+func annotationPatch(current, stamp map[string]string) []jsonpatch.JsonPatchOperation {
+	if current == nil {
+		if len(stamp) == 0 {
+			return nil
+		}
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", stamp)}
 	}
-	delete(ann, v1alpha1.AnnotationRequester)
-	delete(ann, v1alpha1.AnnotationRequesterSeal)
-	maps.Copy(ann, stamp)
-	obj.SetAnnotations(ann)
-	patched, err := json.Marshal(obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
+	var ops []jsonpatch.JsonPatchOperation
+	for _, k := range []string{v1alpha1.AnnotationRequester, v1alpha1.AnnotationRequesterSeal} {
+		path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+		want, keep := stamp[k]
+		have, present := current[k]
+		switch {
+		case keep && (!present || have != want):
+			ops = append(ops, jsonpatch.NewOperation("add", path, want))
+		case !keep && present:
+			ops = append(ops, jsonpatch.NewOperation("remove", path, nil))
+		}
 	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, patched)
+	return ops
 }
 
 func sameSpec(a, b any) (bool, error) {

@@ -179,7 +179,7 @@ func InGroups(r Requester, tpl *v1alpha1.ClaimTemplate) error {
 // verb on its template, create on every kind the template renders (the
 // GitOps tool that applies the output usually holds more rights than the
 // tenant), and get on every Secret the spec names. A declared kind this
-// cluster does not serve is an error naming it.
+// cluster does not serve is an error naming it, returned with the others.
 func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) ([]Right, error) {
 	ns := claim.Namespace
 	var rights []Right
@@ -201,9 +201,6 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 		}
 		rights = append(rights, Right{Field: "spec.templateRef", Why: fmt.Sprintf("ClaimTemplate %s renders %s", tpl.Name, k), Attr: attr})
 	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
-	}
 	if t := claim.Spec.Target; t != nil {
 		rights = append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
 	}
@@ -222,7 +219,13 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 	if d := claim.Spec.Delivery; d != nil && d.Flux != nil && d.Flux.VerifySecretRef != nil {
 		rights = append(rights, secretRight(ns, "spec.delivery.flux.verifySecretRef", d.Flux.VerifySecretRef.Name))
 	}
-	return append(rights, SigningRights(ns, claim.Spec.Signing)...), nil
+	rights = append(rights, SigningRights(ns, claim.Spec.Signing)...)
+	if len(unknown) > 0 {
+		// The other rights still go with the error: whoever checks them
+		// (or stalls for want of a requester) must see every Secret.
+		return rights, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
+	}
+	return rights, nil
 }
 
 // ArtifactRights are get on every Secret and PVC an Artifact names: without
