@@ -14,9 +14,9 @@ import (
 )
 
 // untrustedRetry is how soon a resource looks again while the manager
-// cannot trust seals (its webhook configurations are being set up or
-// fixed): the manager re-checks them about as often.
-const untrustedRetry = 30 * time.Second
+// cannot trust seals (its webhook configurations are being set up, at
+// first start, or fixed): the manager re-checks them every few seconds.
+const untrustedRetry = 5 * time.Second
 
 // sealCheck finds who asked for a resource, as its seal proves it.
 type sealCheck struct {

@@ -61,6 +61,8 @@ func main() {
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the Go profiler (/debug/pprof); unset disables it. For profiling only: it is not authenticated.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
+	var insecureRefs bool
+	flag.BoolVar(&insecureRefs, "insecure-unverified-references", false, "Let Artifacts and Claims without a requester seal the webhook wrote and verified (webhooks off, or made before the webhook) name Secrets, PVCs and Artifacts, unchecked. Only for a cluster without tenants: anyone who may create an Artifact can then push any Secret of its namespace anywhere.")
 	wh := defaultWebhookOptions()
 	wh.bindFlags(flag.CommandLine)
 	opts := zap.Options{}
@@ -119,11 +121,27 @@ func main() {
 		fail(err)
 	}
 	var setupOpts []controllers.Option
+	if insecureRefs {
+		ctrl.Log.Info("WARNING: resources without a verified requester seal may name any Secret, PVC or Artifact of their namespace (--insecure-unverified-references)")
+		setupOpts = append(setupOpts, controllers.WithUnverifiedReferences())
+	}
+	certDirSet := false
+	flag.Visit(func(f *flag.Flag) { certDirSet = certDirSet || f.Name == "webhook-cert-dir" })
+	if wh.Enabled || certDirSet {
+		// The controllers trust only requesters the webhook sealed, with a
+		// key derived from the same certificate folder (a manager without
+		// webhooks, another --instance, verifies with the folder of the
+		// one that serves them), and only while the webhook
+		// configurations send every write through the webhooks.
+		guard := &admission.ConfigGuard{Reader: mgr.GetAPIReader(), CertDir: wh.CertDir,
+			MutatingName: wh.MutatingName, ValidatingName: wh.ValidatingName}
+		if err := mgr.Add(guard); err != nil {
+			fail(err)
+		}
+		setupOpts = append(setupOpts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.CertDir).WithTrust(guard.Err)))
+	}
 	readyz := healthz.Ping
 	if wh.Enabled {
-		// The Claim controller trusts only requesters the webhook sealed,
-		// with a key derived from the same certificate folder.
-		setupOpts = append(setupOpts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.CertDir)))
 		if readyz, err = setupWebhooks(mgr, wh, admission.Setup); err != nil {
 			fail(err)
 		}

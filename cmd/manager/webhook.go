@@ -74,7 +74,7 @@ func defaultWebhookOptions() webhookOptions {
 }
 
 func (o *webhookOptions) bindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the admission webhooks (who asked for a Claim or Artifact, and whether they may). Without them, Claims of templates that restrict who may claim them are Stalled, never rendered.")
+	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the admission webhooks (who asked for a Claim or Artifact, and whether they may). Without them, Artifacts and Claims that name a Secret, PVC or Artifact, and Claims of templates that restrict who may claim them, are Stalled (EntitlementUnverified), unless --webhook-cert-dir holds the serving key of the manager that serves the webhooks.")
 	fs.StringVar(&o.Host, "webhook-host", o.Host, "Address the webhook server binds (default: all interfaces).")
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "Port of the webhook server.")
 	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "Folder holding the webhook serving certificate (tls.crt, tls.key; with self provisioning also ca.crt, ca.key): the certificate Secret's volume.")

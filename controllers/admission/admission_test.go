@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"sync"
@@ -57,6 +58,12 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 	// The client limits ctrl.GetConfigOrDie gives the real manager.
 	restCfg := rest.CopyConfig(env.Config)
 	restCfg.QPS, restCfg.Burst = 20, 30
+	// The webhook server takes only the API server's client certificate,
+	// as the manager with --webhook-client-ca.
+	serverTLS, err := admission.ServerTLS(&admission.ClientAuth{CAFile: env.WebhookClient.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Cache:                  controllers.CacheOptions(pipeline.DefaultConfig()),
@@ -64,6 +71,7 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+			TLSOpts: []func(*tls.Config){serverTLS},
 		}),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -77,7 +85,14 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 		if err := admission.Setup(mgr, wh.LocalServingCertDir); err != nil {
 			t.Fatal(err)
 		}
-		opts = append(opts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.LocalServingCertDir)))
+		// envtest's names for config/webhook's configurations.
+		guard := &admission.ConfigGuard{Reader: mgr.GetAPIReader(), CertDir: wh.LocalServingCertDir,
+			MutatingName: "mutating-webhook-configuration", ValidatingName: "validating-webhook-configuration",
+			Interval: 200 * time.Millisecond, FailingInterval: 200 * time.Millisecond}
+		if err := mgr.Add(guard); err != nil {
+			t.Fatal(err)
+		}
+		opts = append(opts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.LocalServingCertDir).WithTrust(guard.Err)))
 	}
 	if reconcilers {
 		if err := controllers.Setup(mgr, cfg, opts...); err != nil {
