@@ -205,6 +205,13 @@ func TestServiceAccountsAreConsistent(t *testing.T) {
 	if !grants(role.Rules, "coordination.k8s.io", "leases", "update") {
 		t.Error("leader-election Role cannot update leases")
 	}
+	// The Lease lives in the manager's namespace: the namespaced Role is
+	// enough, and the ClusterRole must not reach every namespace's Leases.
+	for _, verb := range []string{"get", "create", "update", "delete"} {
+		if grants(cr.Rules, "coordination.k8s.io", "leases", verb) {
+			t.Errorf("the manager's ClusterRole grants %s on leases in every namespace", verb)
+		}
+	}
 
 	// Worker Jobs run in tenant namespaces, where a ServiceAccount from
 	// packline-system cannot be used; the default install leaves the flag
