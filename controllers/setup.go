@@ -73,6 +73,11 @@ func WithUnverifiedReferences() Option {
 	return func(c *sealCheck) { c.TrustUnsealed = true }
 }
 
+// The manager's metrics server reviews each scraper's token (cmd/manager's
+// metricsOptions); the marker is here because RBAC is generated from
+// ./controllers.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
 // Setup registers every reconciler with mgr.
 func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := pipeline.IndexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {

@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/packline/packline/controllers"
@@ -56,7 +55,9 @@ func main() {
 	flag.BoolVar(&cfg.TemplateCheck, "template-check", cfg.TemplateCheck, "Render every valid ClaimTemplate once per generation (a check Job in --template-namespace, pushing nothing) and report its commit and kinds, or why it fails, in its Ready condition.")
 	flag.StringVar(&cfg.JobManagedBy, "job-managed-by", "", "spec.managedBy of Jobs with spec.queueName, e.g. kueue.x-k8s.io/multikueue to run them on a worker cluster (see the README's MultiKueue section).")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443; 0 (the default) disables it.")
+	metricsSecure := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, only to callers whose token the API server authenticates and authorizes for get on /metrics (bind the packline-metrics-reader ClusterRole); false serves plain HTTP to anyone.")
+	metricsCertDir := flag.String("metrics-cert-dir", "", "Folder with tls.crt and tls.key for the metrics server (default: a self-signed certificate).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the Go profiler (/debug/pprof); unset disables it. For profiling only: it is not authenticated.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
@@ -106,7 +107,7 @@ func main() {
 	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
 		Cache:                   controllers.CacheOptions(cfg),
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOptions(metricsAddr, *metricsSecure, *metricsCertDir),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,

@@ -204,7 +204,7 @@ func startSandbox(t *testing.T, root string, images map[string]image) *sandbox.S
 // cluster's CA, and so exactly its RBAC. All pods here share the host's
 // network, each with an address of its own (PROCNODE_POD_IP, its podIP), so
 // the wrapper binds the webhook, probe and metrics servers to that address:
-// two replicas can then both listen on :9443, :8081 and :8080, the node's
+// two replicas can then both listen on :9443, :8081 and :8443, the node's
 // readiness probe reaches the pod's own /readyz, and the webhook Service's
 // endpoints are the pods' addresses. The certificate folder is the pod's
 // Secret volume, which the node keeps in step with the Secret.
@@ -231,7 +231,7 @@ export KUBECONFIG="$kc"
 exec "` + manager + `" "$@" \
   --webhook-host="$PROCNODE_POD_IP" --webhook-cert-dir="$PACKLINE_CERT_DIR" \
   --webhook-client-ca="$PACKLINE_CLIENT_CA_DIR/ca.crt" \
-  --metrics-bind-address="$PROCNODE_POD_IP:8080" --health-probe-bind-address="$PROCNODE_POD_IP:8081"
+  --metrics-bind-address="$PROCNODE_POD_IP:8443" --health-probe-bind-address="$PROCNODE_POD_IP:8081"
 `
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
