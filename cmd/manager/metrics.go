@@ -17,7 +17,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
-
 // metricsOptions serves metrics as Kubebuilder's scaffold does: over HTTPS
 // (TLS 1.2+, HTTP/1.1, a self-signed certificate unless certDir holds one),
 // and only to callers whose bearer token the API server authenticates
