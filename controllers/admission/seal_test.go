@@ -198,6 +198,19 @@ func TestEmptyDefaultedFieldNamesTheField(t *testing.T) {
 			g.Expect(err.Error()).NotTo(ContainSubstring(v1alpha1.AnnotationRequester))
 		})
 	}
+	t.Run("exposure.type", func(t *testing.T) {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "packline.dev/v1alpha1", "kind": "Claim",
+			"metadata": map[string]any{"name": "empty-exposure", "namespace": ns},
+			"spec":     map[string]any{"templateRef": map[string]any{"name": "t"}, "exposure": map[string]any{"type": ""}},
+		}}
+		err := as(t, "alice").Create(context.Background(), u)
+		g := NewWithT(t)
+		g.Expect(err).To(HaveOccurred())
+		t.Logf("refused: %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("spec.exposure.type"))
+		g.Expect(err.Error()).NotTo(ContainSubstring(v1alpha1.AnnotationRequester))
+	})
 }
 
 // A value the schema lets through but the Go types refuse is refused
