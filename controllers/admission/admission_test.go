@@ -33,6 +33,9 @@ import (
 
 var env *testenv.Env
 
+// lastGuard is the webhook configuration check of the last manager started.
+var lastGuard *admission.ConfigGuard
+
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	testenv.MainWithWebhooks(m, &env)
@@ -92,6 +95,7 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 		if err := mgr.Add(guard); err != nil {
 			t.Fatal(err)
 		}
+		lastGuard = guard
 		opts = append(opts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.LocalServingCertDir).WithTrust(guard.Err)))
 	}
 	if reconcilers {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -105,7 +106,7 @@ func (w webhookView) problems(resource, path string, serving *x509.Certificate) 
 	if w.matchConditions > 0 {
 		out = append(out, "it has matchConditions")
 	}
-	if got := clientPath(w.clientConfig); got != path {
+	if got := clientPath(w.clientConfig); pathpkg.Clean("/"+got) != path {
 		out = append(out, fmt.Sprintf("it calls path %q, not %q", got, path))
 	}
 	if err := verifies(w.clientConfig.CABundle, serving); err != nil {

@@ -101,6 +101,7 @@ func TestReplayedSealRefused(t *testing.T) {
 		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(a), &v1alpha1.Artifact{}))
 	}).WithTimeout(30 * time.Second).Should(BeTrue())
 	restore := removeWebhookConfigurations(t)
+	NewWithT(t).Eventually(lastGuard.Err).WithTimeout(10*time.Second).Should(MatchError(ContainSubstring("not found")), "the manager sees the configurations gone")
 	replay := wrappers.MakeArtifact("model", ns).PushSecret("push-ok").Tag("v2").Obj()
 	replay.Annotations = map[string]string{
 		v1alpha1.AnnotationRequester:     sealed.Annotations[v1alpha1.AnnotationRequester],
