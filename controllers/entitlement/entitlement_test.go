@@ -1,6 +1,7 @@
 package entitlement
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
@@ -84,8 +85,11 @@ func TestSealVerify(t *testing.T) {
 		{name: "update seal", kind: "Claim", seal: onUpdate},
 		{name: "update seal replayed onto a re-created object", kind: "Claim", seal: onUpdate, mutate: func(c *v1alpha1.Claim) { c.UID = "uid-2" }, want: ErrBadSeal},
 		{name: "seal of an earlier version (no binding)", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
-			c.Annotations[v1alpha1.AnnotationRequesterSeal] = "Zm9yZ2Vk"
+			c.Annotations[v1alpha1.AnnotationRequesterSeal] = base64.RawURLEncoding.EncodeToString(make([]byte, 32))
 		}, want: ErrUnboundSeal},
+		{name: "not a seal at all", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
+			c.Annotations[v1alpha1.AnnotationRequesterSeal] = "Zm9yZ2Vk"
+		}, want: ErrBadSeal},
 		{name: "untrusted", kind: "Claim", sealer: s.WithTrust(func() error { return errors.New("no webhook") }), want: ErrUntrusted},
 		{name: "trusted", kind: "Claim", sealer: s.WithTrust(func() error { return nil })},
 	}

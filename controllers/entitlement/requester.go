@@ -129,7 +129,11 @@ func (b Binding) part(obj client.Object) []byte {
 func parseSeal(v string) (Binding, string, error) {
 	parts := strings.Split(v, ".")
 	if len(parts) < 2 || parts[0] != sealVersion {
-		return Binding{}, "", ErrUnboundSeal
+		// A v1 seal was the bare MAC: 32 bytes, unpadded base64url.
+		if b, err := base64.RawURLEncoding.DecodeString(v); err == nil && len(b) == sha256.Size {
+			return Binding{}, "", ErrUnboundSeal
+		}
+		return Binding{}, "", ErrBadSeal
 	}
 	switch {
 	case len(parts) == 3 && parts[1] == bindUID:
