@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -184,13 +185,24 @@ func setupWebhooks(mgr ctrl.Manager, o webhookOptions, register registerFunc) (h
 	})); err != nil {
 		return nil, err
 	}
+	// Once the server has answered, it is not dialled again: with
+	// --webhook-client-ca each dial (without a client certificate) is a
+	// refused handshake in the log, every probe period.
+	var listening atomic.Bool
 	return func(req *http.Request) error {
 		select {
 		case <-served:
-			return mgr.GetWebhookServer().StartedChecker()(req)
 		default:
 			return errors.New("the webhook serving certificate is not ready yet")
 		}
+		if listening.Load() {
+			return nil
+		}
+		if err := mgr.GetWebhookServer().StartedChecker()(req); err != nil {
+			return err
+		}
+		listening.Store(true)
+		return nil
 	}, nil
 }
 
