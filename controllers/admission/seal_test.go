@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,7 +184,7 @@ func TestEmptyDefaultedFieldNamesTheField(t *testing.T) {
 			u.SetAPIVersion("packline.dev/v1alpha1")
 			u.SetKind("Artifact")
 			u.SetNamespace(ns)
-			u.SetName("empty-" + field)
+			u.SetName("empty-" + strings.ToLower(field))
 			a := wrappers.MakeArtifact("x", ns).Obj()
 			spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&a.Spec)
 			if err != nil {
