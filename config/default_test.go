@@ -61,7 +61,7 @@ func TestDefaultRendersEveryKind(t *testing.T) {
 	r := render(t)
 	want := map[string]int{
 		"Namespace": 1, "CustomResourceDefinition": 4, "ServiceAccount": 1,
-		"ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
+		"ClusterRole": 3, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
 		"Deployment": 1, "Service": 2, "Secret": 1,
 		"MutatingWebhookConfiguration": 1, "ValidatingWebhookConfiguration": 1,
 	}
@@ -204,6 +204,13 @@ func TestServiceAccountsAreConsistent(t *testing.T) {
 	checkSubject(t, "RoleBinding", rb.Subjects, managerSA)
 	if !grants(role.Rules, "coordination.k8s.io", "leases", "update") {
 		t.Error("leader-election Role cannot update leases")
+	}
+	// The Lease lives in the manager's namespace: the namespaced Role is
+	// enough, and the ClusterRole must not reach every namespace's Leases.
+	for _, verb := range []string{"get", "create", "update", "delete"} {
+		if grants(cr.Rules, "coordination.k8s.io", "leases", verb) {
+			t.Errorf("the manager's ClusterRole grants %s on leases in every namespace", verb)
+		}
 	}
 
 	// Worker Jobs run in tenant namespaces, where a ServiceAccount from
@@ -607,10 +614,18 @@ func TestMetricsService(t *testing.T) {
 			t.Errorf("Service selector %s=%s does not match the manager pods", k, v)
 		}
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8080 ||
-		containerPort(d.Spec.Template.Spec.Containers[0], svc.Spec.Ports[0].TargetPort) != 8080 {
-		t.Errorf("metrics Service ports %+v do not reach the manager's :8080", svc.Spec.Ports)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 8443 ||
+		containerPort(d.Spec.Template.Spec.Containers[0], svc.Spec.Ports[0].TargetPort) != 8443 {
+		t.Errorf("metrics Service ports %+v do not reach the manager's :8443", svc.Spec.Ports)
 	}
+	// Metrics are served over HTTPS to authorized callers only (the
+	// manager's --metrics-secure default), on the port the Service reaches.
+	args := flags(d.Spec.Template.Spec.Containers[0].Args)
+	if args["--metrics-bind-address"] != ":8443" || args["--metrics-secure"] == "false" {
+		t.Errorf("metrics flags %q, %q: want :8443 and secure", args["--metrics-bind-address"], args["--metrics-secure"])
+	}
+	var reader rbacv1.ClusterRole
+	r.one(t, "ClusterRole", "packline-metrics-reader", &reader)
 }
 
 // TestDefaultIsAcceptedByAPIServer sends every rendered object to a real

@@ -5,6 +5,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -29,6 +30,10 @@ import (
 type ArtifactReconciler struct {
 	Client   client.Client
 	Pipeline *pipeline.Pipeline
+	// seals verifies the requester the admission webhook recorded, and
+	// Checker its rights to what the Artifact names.
+	seals   sealCheck
+	Checker *entitlement.Checker
 }
 
 // +kubebuilder:rbac:groups=packline.dev,resources=artifacts,verbs=get;list;watch;update;patch
@@ -39,7 +44,6 @@ type ArtifactReconciler struct {
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile drives one Artifact through the pipeline.
 func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -59,8 +63,34 @@ func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		doc.Previous = append(doc.Previous, mirrors...)
 		work.Spec = doc
-		return work, nil
+		return work, r.entitle(ctx, a, work)
 	})
+}
+
+// entitle checks, before a new run starts, that the Artifact's requester
+// may still use every Secret and PVC it names: the webhook checked this at
+// apply time, and this is the check before use. A run already under way
+// (same generation and inputs) is not checked again, so a revoked right
+// never turns a finished Artifact into a failed one.
+func (r *ArtifactReconciler) entitle(ctx context.Context, a *v1alpha1.Artifact, work pipeline.Work) error {
+	st := a.Status
+	if st.ObservedGeneration == a.Generation && st.InputsHash == work.InputsHash && st.Phase != "" {
+		return nil
+	}
+	rights := entitlement.ArtifactRights(a)
+	req, ok, err := r.seals.requester("Artifact", a, a.Spec, referenceFields(rights), "", work)
+	if err != nil || !ok || r.Checker == nil {
+		return err
+	}
+	err = r.Checker.Check(ctx, req, rights)
+	var denied *entitlement.Denied
+	if errors.As(err, &denied) {
+		recheck := r.Pipeline.Config.BackoffCap
+		return &pipeline.Blocked{Reason: ReasonEntitlementDenied, Permanent: true, RetryAfter: recheck,
+			Message:    fmt.Sprintf("%v (checked again every %s)", err, recheck),
+			InputsHash: pipeline.InputsHash([]byte(work.InputsHash), []byte(ReasonEntitlementDenied))}
+	}
+	return err
 }
 
 // maxMirrors bounds how many other Artifacts' pushes a run looks at.

@@ -54,9 +54,8 @@ const templateRefIndex = "spec.templateRef.name"
 type ClaimReconciler struct {
 	Client   client.Client
 	Pipeline *pipeline.Pipeline
-	// Sealer verifies the requester the admission webhook recorded; nil
-	// when the manager runs without webhooks.
-	Sealer  *entitlement.Sealer
+	// seals verifies the requester the admission webhook recorded.
+	seals   sealCheck
 	Checker *entitlement.Checker
 	// WatchesFlux is set when the Flux CRDs were served at start, so the
 	// Claim watches its Kustomization; otherwise delivery polls.

@@ -133,15 +133,18 @@ func (r *ClaimReconciler) entitleDelivery(ctx context.Context, c *v1alpha1.Claim
 		return &deliveryStall{reason: ReasonEntitlementUnverified, message: "spec.delivery.flux.serviceAccountName: Flux would apply as ServiceAccount " + d.ServiceAccount +
 			", which needs the requester's impersonate right, but " + why}
 	}
-	if r.Sealer == nil {
+	if r.seals.Sealer == nil {
 		if d.ServiceAccount != "" {
 			return unverified("the manager runs without its admission webhook (--enable-webhooks=false), so who asked for this Claim cannot be verified: enable the webhook and re-apply the Claim, or let the EnvironmentProfile name the ServiceAccount")
 		}
 		return nil
 	}
-	req, err := r.Sealer.Verify("Claim", c, c.Spec)
+	req, err := r.seals.Sealer.Verify("Claim", c, c.Spec)
 	switch {
-	case errors.Is(err, entitlement.ErrNoKey):
+	case errors.Is(err, entitlement.ErrNoKey), errors.Is(err, entitlement.ErrUntrusted):
+		// No key yet, or the webhook configurations are not verified yet
+		// (ConfigGuard): an error, so the step is retried with backoff
+		// rather than stalled.
 		return err
 	case err != nil && d.ServiceAccount != "":
 		return unverified(err.Error() + ": re-apply the Claim so the admission webhook records who asks")

@@ -37,7 +37,7 @@ func sealAs(t *testing.T, c *v1alpha1.Claim, user string, groups ...string) *v1a
 	t.Helper()
 	c.Spec.Exposure.Type = v1alpha1.ExposureClusterIP
 	c.Spec.DeletionPolicy = v1alpha1.DeletionOrphan
-	ann, err := testSealer.Seal("Claim", c, c.Spec, entitlement.Requester{Username: user, Groups: groups})
+	ann, err := testSealer.Seal("Claim", c, c.Spec, entitlement.Requester{Username: user, Groups: groups}, entitlement.BindCreation(c, time.Now()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,9 @@ const (
 // generation and inputs) is not checked again, so a revoked right never
 // turns a finished Claim into a failed one.
 //
-// The requester is trusted only when its seal verifies. Without the
-// webhook, a template that restricts who may claim it cannot render.
+// The requester is trusted only when its seal verifies. Without one, a
+// Claim that names a Secret or an Artifact, or whose template restricts who
+// may claim it, cannot render (sealCheck).
 func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, d *entitlement.Delivery, work pipeline.Work) error {
 	st := c.Status
 	if st.ObservedGeneration == c.Generation && st.InputsHash == work.InputsHash && st.Phase != "" {
@@ -39,29 +40,20 @@ func (r *ClaimReconciler) entitle(ctx context.Context, c *v1alpha1.Claim, tpl *v
 	// No watch tells the controller that an admin granted a missing right,
 	// so a denied Claim looks again at the retry backoff's cap.
 	recheck := r.Pipeline.Config.BackoffCap
-	restricted := tpl.Spec.Access.ClaimVerbRequired() || len(tpl.Spec.Access.Groups) > 0
-	if r.Sealer == nil {
-		if restricted {
-			return blocked(ReasonEntitlementUnverified, 0, "ClaimTemplate %s restricts who may claim it (spec.access), but the manager runs without its admission webhook (--enable-webhooks=false), so who asked for this Claim cannot be verified: enable the webhook and re-apply the Claim", tpl.Name)
-		}
-		return nil
+	rights, rightsErr := r.Checker.ClaimRights(c, tpl, d)
+	restricted := ""
+	if tpl.Spec.Access.ClaimVerbRequired() || len(tpl.Spec.Access.Groups) > 0 {
+		restricted = fmt.Sprintf("ClaimTemplate %s restricts who may claim it (spec.access)", tpl.Name)
 	}
-	req, err := r.Sealer.Verify("Claim", c, c.Spec)
-	switch {
-	case errors.Is(err, entitlement.ErrNoKey):
+	req, ok, err := r.seals.requester("Claim", c, c.Spec, referenceFields(rights), restricted, work)
+	if err != nil || !ok {
 		return err
-	case err != nil && restricted:
-		return blocked(ReasonEntitlementUnverified, 0, "ClaimTemplate %s restricts who may claim it (spec.access), and %v: re-apply the Claim (change its spec or re-create it) so the admission webhook records who asks", tpl.Name, err)
-	case err != nil:
-		// An open template: the requester only widens what is checked.
-		return nil
 	}
 	if err := entitlement.InGroups(req, tpl); err != nil {
 		return blocked(ReasonEntitlementDenied, recheck, "%v", err)
 	}
-	rights, err := r.Checker.ClaimRights(c, tpl, d)
-	if err != nil {
-		return blocked(ReasonEntitlementDenied, recheck, "%v", err)
+	if rightsErr != nil {
+		return blocked(ReasonEntitlementDenied, recheck, "%v", rightsErr)
 	}
 	err = r.Checker.Check(ctx, req, rights)
 	var denied *entitlement.Denied

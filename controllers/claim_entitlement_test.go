@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,7 +30,7 @@ func TestClaimEntitlementFailsClosed(t *testing.T) {
 	sealed := func(c *v1alpha1.Claim, user string) *v1alpha1.Claim {
 		c.Spec.Exposure.Type = v1alpha1.ExposureClusterIP
 		c.Spec.DeletionPolicy = v1alpha1.DeletionOrphan
-		ann, err := sealer.Seal("Claim", c, c.Spec, entitlement.Requester{Username: user})
+		ann, err := sealer.Seal("Claim", c, c.Spec, entitlement.Requester{Username: user}, entitlement.BindCreation(c, time.Now()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -69,21 +69,43 @@ func CacheOptions(cfg pipeline.Config, rc *rest.Config) (cache.Options, error) {
 }
 
 // Option changes what Setup wires.
-type Option func(*ClaimReconciler)
+type Option func(*setupOptions)
 
-// WithRequesterSealer lets the Claim controller trust the requester that
-// the admission webhook recorded (see controllers/entitlement). Without it,
-// Claims of templates that restrict who may claim them do not render.
-func WithRequesterSealer(s *entitlement.Sealer) Option {
-	return func(r *ClaimReconciler) { r.Sealer = s }
+// setupOptions is what the Options set.
+type setupOptions struct {
+	seals sealCheck
+	// entitlementCacheTTL overrides the checker's verdict cache; nil keeps
+	// entitlement.DefaultCacheTTL.
+	entitlementCacheTTL *time.Duration
 }
 
-// WithEntitlementCacheTTL sets how long the Claim controller keeps a
+// WithRequesterSealer lets the controllers trust the requester that the
+// admission webhook recorded (see controllers/entitlement). Without it,
+// Artifacts and Claims that name a Secret, a PVC or an Artifact, and
+// Claims of templates that restrict who may claim them, do not run.
+func WithRequesterSealer(s *entitlement.Sealer) Option {
+	return func(o *setupOptions) { o.seals.Sealer = s }
+}
+
+// WithEntitlementCacheTTL sets how long the controllers keep a
 // SubjectAccessReview's verdict (entitlement.DefaultCacheTTL by default);
 // tests that revoke a right use 0.
 func WithEntitlementCacheTTL(d time.Duration) Option {
-	return func(r *ClaimReconciler) { r.Checker.CacheTTL = d }
+	return func(o *setupOptions) { o.entitlementCacheTTL = &d }
 }
+
+// WithUnverifiedReferences lets Artifacts and Claims without a verified
+// seal name Secrets, PVCs and Artifacts, unchecked: for a cluster without
+// tenants (--insecure-unverified-references). Template restrictions
+// (spec.access) are still enforced.
+func WithUnverifiedReferences() Option {
+	return func(o *setupOptions) { o.seals.TrustUnsealed = true }
+}
+
+// The manager's metrics server reviews each scraper's token (cmd/manager's
+// metricsOptions); the marker is here because RBAC is generated from
+// ./controllers.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 
 // Setup registers every reconciler with mgr.
 func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
@@ -99,17 +121,22 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 			Kind:      kind,
 		}
 	}
-	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr); err != nil {
-		return err
+	var o setupOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
+	seals := o.seals
 	checker, err := entitlement.NewChecker(mgr.GetConfig(), mgr.GetRESTMapper(), mgr.GetScheme())
 	if err != nil {
 		return err
 	}
-	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"), Checker: checker}
-	for _, o := range opts {
-		o(claims)
+	if o.entitlementCacheTTL != nil {
+		checker.CacheTTL = *o.entitlementCacheTTL
 	}
+	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact"), seals: seals, Checker: checker}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"), Checker: checker, seals: seals}
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -48,10 +48,13 @@ func testConfig() pipeline.Config {
 }
 
 // startManager runs the real manager wiring against the test apiserver
-// until stop is called (or the test ends).
+// until stop is called (or the test ends). No webhook runs here, so no
+// resource carries a seal: the manager takes the references of unsealed
+// resources as they are (--insecure-unverified-references), and tests of
+// entitlement use startManagerWith.
 func startManager(t *testing.T, tweaks ...func(*pipeline.Config)) (stop func()) {
 	t.Helper()
-	return startManagerWith(t, nil, tweaks...)
+	return startManagerWith(t, []controllers.Option{controllers.WithUnverifiedReferences()}, tweaks...)
 }
 
 // startManagerWith is startManager with controllers.Setup options.

@@ -10,9 +10,11 @@ const (
 	AnnotationRequester = "packline.dev/requester"
 
 	// AnnotationRequesterSeal is an HMAC-SHA256, keyed from the webhook's
-	// serving key, over the namespace, name, requester and spec. It is how
+	// serving key, over the kind, namespace, name, requester and spec, and
+	// bound to the object: to its UID after a spec change, to its
+	// creationTimestamp on create (see controllers/entitlement). It is how
 	// the controller tells a requester written by the webhook from one a
-	// user wrote while the webhook was off.
+	// user wrote, or copied, while the webhook was off.
 	AnnotationRequesterSeal = "packline.dev/requester-seal"
 )
 

@@ -11,7 +11,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/packline/packline/controllers"
@@ -56,11 +55,15 @@ func main() {
 	flag.BoolVar(&cfg.TemplateCheck, "template-check", cfg.TemplateCheck, "Render every valid ClaimTemplate once per generation (a check Job in --template-namespace, pushing nothing) and report its commit and kinds, or why it fails, in its Ready condition.")
 	flag.StringVar(&cfg.JobManagedBy, "job-managed-by", "", "spec.managedBy of Jobs with spec.queueName, e.g. kueue.x-k8s.io/multikueue to run them on a worker cluster (see the README's MultiKueue section).")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443; 0 (the default) disables it.")
+	metricsSecure := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, only to callers whose token the API server authenticates and authorizes for get on /metrics (bind the packline-metrics-reader ClusterRole); false serves plain HTTP to anyone.")
+	metricsCertDir := flag.String("metrics-cert-dir", "", "Folder with tls.crt and tls.key for the metrics server (default: a self-signed certificate).")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.StringVar(&pprofAddr, "pprof-bind-address", "", "Address of the Go profiler (/debug/pprof); unset disables it. For profiling only: it is not authenticated.")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "Elect a leader so that only one replica reconciles.")
 	flag.StringVar(&leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader election Lease (default: the pod's).")
+	var insecureRefs bool
+	flag.BoolVar(&insecureRefs, "insecure-unverified-references", false, "Let Artifacts and Claims without a requester seal the webhook wrote and verified (webhooks off, or made before the webhook) name Secrets, PVCs and Artifacts, unchecked. Only for a cluster without tenants: anyone who may create an Artifact can then push any Secret of its namespace anywhere.")
 	wh := defaultWebhookOptions()
 	wh.bindFlags(flag.CommandLine)
 	opts := zap.Options{}
@@ -93,7 +96,12 @@ func main() {
 	}
 	var webhookServer webhook.Server
 	if wh.Enabled {
-		webhookServer = wh.server()
+		if webhookServer, err = wh.server(); err != nil {
+			fail(err)
+		}
+		if wh.InsecureSkipClientVerify {
+			ctrl.Log.Info("WARNING: the webhook server takes clients without a certificate (--webhook-insecure-skip-client-verify): anyone who reaches its port can get a requester seal for any user")
+		}
 	}
 
 	restCfg := ctrl.GetConfigOrDie()
@@ -104,7 +112,7 @@ func main() {
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  controllers.NewScheme(),
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                 metricsOptions(metricsAddr, *metricsSecure, *metricsCertDir),
 		HealthProbeBindAddress:  probeAddr,
 		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
@@ -119,11 +127,27 @@ func main() {
 		fail(err)
 	}
 	var setupOpts []controllers.Option
+	if insecureRefs {
+		ctrl.Log.Info("WARNING: resources without a verified requester seal may name any Secret, PVC or Artifact of their namespace (--insecure-unverified-references)")
+		setupOpts = append(setupOpts, controllers.WithUnverifiedReferences())
+	}
+	certDirSet := false
+	flag.Visit(func(f *flag.Flag) { certDirSet = certDirSet || f.Name == "webhook-cert-dir" })
+	if wh.Enabled || certDirSet {
+		// The controllers trust only requesters the webhook sealed, with a
+		// key derived from the same certificate folder (a manager without
+		// webhooks, another --instance, verifies with the folder of the
+		// one that serves them), and only while the webhook
+		// configurations send every write through the webhooks.
+		guard := &admission.ConfigGuard{Reader: mgr.GetAPIReader(), CertDir: wh.CertDir,
+			MutatingName: wh.MutatingName, ValidatingName: wh.ValidatingName}
+		if err := mgr.Add(guard); err != nil {
+			fail(err)
+		}
+		setupOpts = append(setupOpts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.CertDir).WithTrust(guard.Err)))
+	}
 	readyz := healthz.Ping
 	if wh.Enabled {
-		// The Claim controller trusts only requesters the webhook sealed,
-		// with a key derived from the same certificate folder.
-		setupOpts = append(setupOpts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.CertDir)))
 		if readyz, err = setupWebhooks(mgr, wh, admission.Setup); err != nil {
 			fail(err)
 		}

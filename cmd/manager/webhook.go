@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
@@ -18,6 +19,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/packline/packline/controllers/admission"
 )
 
 // How the webhook serving certificate gets into --webhook-cert-dir.
@@ -47,6 +50,12 @@ type webhookOptions struct {
 	// MutatingName and ValidatingName are the webhook configurations that
 	// get the CA bundle (self only).
 	MutatingName, ValidatingName string
+	// ClientCA is the CA file of the API server's webhook client
+	// certificate; ClientNames narrows which of its certificates are taken.
+	ClientCA    string
+	ClientNames string
+	// InsecureSkipClientVerify serves without client certificates.
+	InsecureSkipClientVerify bool
 	// rotatorName names the cert-controller controller; controller names
 	// are unique per process, so tests that start several managers set it.
 	rotatorName string
@@ -66,7 +75,7 @@ func defaultWebhookOptions() webhookOptions {
 }
 
 func (o *webhookOptions) bindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the admission webhooks (who asked for a Claim or Artifact, and whether they may). Without them, Claims of templates that restrict who may claim them are Stalled, never rendered.")
+	fs.BoolVar(&o.Enabled, "enable-webhooks", o.Enabled, "Serve the admission webhooks (who asked for a Claim or Artifact, and whether they may). Without them, Artifacts and Claims that name a Secret, PVC or Artifact, and Claims of templates that restrict who may claim them, are Stalled (EntitlementUnverified), unless --webhook-cert-dir holds the serving key of the manager that serves the webhooks.")
 	fs.StringVar(&o.Host, "webhook-host", o.Host, "Address the webhook server binds (default: all interfaces).")
 	fs.IntVar(&o.Port, "webhook-port", o.Port, "Port of the webhook server.")
 	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "Folder holding the webhook serving certificate (tls.crt, tls.key; with self provisioning also ca.crt, ca.key): the certificate Secret's volume.")
@@ -74,6 +83,9 @@ func (o *webhookOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Namespace, "webhook-namespace", o.Namespace, "Namespace of the webhook Service and certificate Secret (default: $POD_NAMESPACE).")
 	fs.StringVar(&o.SecretName, "webhook-secret-name", o.SecretName, "Secret that holds the self-provisioned CA and serving certificate.")
 	fs.StringVar(&o.ServiceName, "webhook-service-name", o.ServiceName, "Service in front of the webhook server; the certificate is for <service>.<namespace>.svc.")
+	fs.StringVar(&o.ClientCA, "webhook-client-ca", o.ClientCA, "CA file (PEM) of the client certificate the API server presents to webhooks (its AdmissionConfiguration's kubeconfig, see the README); the webhook server takes only clients with a certificate it issued. Required unless --webhook-insecure-skip-client-verify.")
+	fs.StringVar(&o.ClientNames, "webhook-client-names", o.ClientNames, "Comma-separated common or DNS names, one of which the client certificate must carry (default: any certificate of --webhook-client-ca).")
+	fs.BoolVar(&o.InsecureSkipClientVerify, "webhook-insecure-skip-client-verify", o.InsecureSkipClientVerify, "Serve the webhooks to any client, without a client certificate. Anyone who reaches the webhook port can then get a requester seal for any user; use only where no tenant can reach it.")
 	fs.StringVar(&o.MutatingName, "mutating-webhook-configuration", o.MutatingName, "MutatingWebhookConfiguration that gets the self-provisioned CA bundle.")
 	fs.StringVar(&o.ValidatingName, "validating-webhook-configuration", o.ValidatingName, "ValidatingWebhookConfiguration that gets the self-provisioned CA bundle.")
 }
@@ -88,6 +100,10 @@ func (o *webhookOptions) complete() error {
 	}
 	if o.CertDir == "" {
 		return errors.New("--webhook-cert-dir must not be empty")
+	}
+	if o.ClientCA == "" && !o.InsecureSkipClientVerify {
+		return errors.New("--webhook-client-ca is not set: the webhook server must take only the API server's client certificate, or anyone who reaches it can get a requester seal for any user. " +
+			"Give the API server a webhook client certificate (the README's AdmissionConfiguration) and its CA in --webhook-client-ca, or set --webhook-insecure-skip-client-verify where no tenant can reach the webhook port")
 	}
 	switch o.Provisioning {
 	case certsExternal:
@@ -114,8 +130,21 @@ func (o *webhookOptions) complete() error {
 // server is the manager's webhook server. controller-runtime starts it only
 // once a handler is registered, which setupWebhooks defers until the
 // certificate is in the cert dir.
-func (o webhookOptions) server() webhook.Server {
-	return webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir})
+func (o webhookOptions) server() (webhook.Server, error) {
+	var auth *admission.ClientAuth
+	if o.ClientCA != "" {
+		auth = &admission.ClientAuth{CAFile: o.ClientCA}
+		for _, n := range strings.Split(o.ClientNames, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				auth.Names = append(auth.Names, n)
+			}
+		}
+	}
+	opt, err := admission.ServerTLS(auth)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-client-ca: %w", err)
+	}
+	return webhook.NewServer(webhook.Options{Host: o.Host, Port: o.Port, CertDir: o.CertDir, TLSOpts: []func(*tls.Config){opt}}), nil
 }
 
 // registerFunc registers the admission handlers (admission.Setup).
@@ -156,13 +185,24 @@ func setupWebhooks(mgr ctrl.Manager, o webhookOptions, register registerFunc) (h
 	})); err != nil {
 		return nil, err
 	}
+	// Once the server has answered, it is not dialled again: with
+	// --webhook-client-ca each dial (without a client certificate) is a
+	// refused handshake in the log, every probe period.
+	var listening atomic.Bool
 	return func(req *http.Request) error {
 		select {
 		case <-served:
-			return mgr.GetWebhookServer().StartedChecker()(req)
 		default:
 			return errors.New("the webhook serving certificate is not ready yet")
 		}
+		if listening.Load() {
+			return nil
+		}
+		if err := mgr.GetWebhookServer().StartedChecker()(req); err != nil {
+			return err
+		}
+		listening.Store(true)
+		return nil
 	}, nil
 }
 

@@ -54,21 +54,32 @@ const installNS = "packline-system"
 func TestWebhookFlags(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", "")
 	o := defaultWebhookOptions()
+	o.ClientCA = "/etc/ca.crt"
 	if err := o.complete(); err == nil || !strings.Contains(err.Error(), "POD_NAMESPACE") {
 		t.Errorf("self provisioning without a namespace: %v, want an error naming POD_NAMESPACE", err)
 	}
 	t.Setenv("POD_NAMESPACE", "ops")
 	o = defaultWebhookOptions()
+	if err := o.complete(); err == nil || !strings.Contains(err.Error(), "--webhook-client-ca is not set") {
+		t.Errorf("no client CA and no explicit insecure flag: %v, want an error naming --webhook-client-ca", err)
+	}
+	o = defaultWebhookOptions()
+	o.ClientCA = "/etc/ca.crt"
 	if err := o.complete(); err != nil || o.Namespace != "ops" {
 		t.Errorf("namespace from POD_NAMESPACE: %q, %v", o.Namespace, err)
 	}
 	o = defaultWebhookOptions()
-	o.Provisioning = "manual"
+	o.Provisioning, o.ClientCA = "manual", "/etc/ca.crt"
 	if err := o.complete(); err == nil || !strings.Contains(err.Error(), `"self" or "external"`) {
 		t.Errorf("unknown provisioning: %v", err)
 	}
 	o = defaultWebhookOptions()
-	o.Provisioning, o.Port = certsExternal, 0
+	o.InsecureSkipClientVerify = true
+	if err := o.complete(); err != nil {
+		t.Errorf("explicit --webhook-insecure-skip-client-verify: %v", err)
+	}
+	o = defaultWebhookOptions()
+	o.Provisioning, o.Port, o.ClientCA = certsExternal, 0, "/etc/ca.crt"
 	if err := o.complete(); err == nil {
 		t.Error("port 0 accepted")
 	}
@@ -211,6 +222,7 @@ func TestExternalCertsServeOnceFilesAppear(t *testing.T) {
 	env := startEnv(t)
 	o := defaultWebhookOptions()
 	o.Provisioning, o.Host, o.Port, o.CertDir = certsExternal, "127.0.0.1", freePort(t), t.TempDir()
+	o.InsecureSkipClientVerify = true
 	if err := o.complete(); err != nil {
 		t.Fatal(err)
 	}
@@ -289,6 +301,7 @@ func TestSelfProvisionedCertsWithResourceNamesRole(t *testing.T) {
 
 	o := defaultWebhookOptions()
 	o.Host, o.Port, o.CertDir, o.Namespace, o.rotatorName = "127.0.0.1", freePort(t), t.TempDir(), installNS, "cert-rotator-rbac-test"
+	o.InsecureSkipClientVerify = true
 	if err := o.complete(); err != nil {
 		t.Fatal(err)
 	}
@@ -451,11 +464,15 @@ func startEnv(t *testing.T) *testenv.Env {
 
 func newManager(t *testing.T, cfg *rest.Config, o webhookOptions) ctrl.Manager {
 	t.Helper()
+	srv, err := o.server()
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		WebhookServer:          o.server(),
+		WebhookServer:          srv,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package admission_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ import (
 
 var env *testenv.Env
 
+// lastGuard is the webhook configuration check of the last manager started.
+var lastGuard *admission.ConfigGuard
+
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	testenv.MainWithWebhooks(m, &env)
@@ -61,6 +65,12 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The webhook server takes only the API server's client certificate,
+	// as the manager with --webhook-client-ca.
+	serverTLS, err := admission.ServerTLS(&admission.ClientAuth{CAFile: env.WebhookClient.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 controllers.NewScheme(),
 		Cache:                  cacheOpts,
@@ -68,6 +78,7 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 		HealthProbeBindAddress: "0",
 		WebhookServer: webhook.NewServer(webhook.Options{
 			Host: wh.LocalServingHost, Port: wh.LocalServingPort, CertDir: wh.LocalServingCertDir,
+			TLSOpts: []func(*tls.Config){serverTLS},
 		}),
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
@@ -81,7 +92,15 @@ func start(t testing.TB, webhooks, reconcilers bool) (stop func()) {
 		if err := admission.Setup(mgr, wh.LocalServingCertDir); err != nil {
 			t.Fatal(err)
 		}
-		opts = append(opts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.LocalServingCertDir)))
+		// envtest's names for config/webhook's configurations.
+		guard := &admission.ConfigGuard{Reader: mgr.GetAPIReader(), CertDir: wh.LocalServingCertDir,
+			MutatingName: "mutating-webhook-configuration", ValidatingName: "validating-webhook-configuration",
+			Interval: 200 * time.Millisecond, FailingInterval: 200 * time.Millisecond}
+		if err := mgr.Add(guard); err != nil {
+			t.Fatal(err)
+		}
+		lastGuard = guard
+		opts = append(opts, controllers.WithRequesterSealer(entitlement.NewCertDirSealer(wh.LocalServingCertDir).WithTrust(guard.Err)))
 	}
 	if reconcilers {
 		if err := controllers.Setup(mgr, cfg, opts...); err != nil {

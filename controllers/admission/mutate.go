@@ -7,17 +7,19 @@ package admission
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
+	"strings"
+	"time"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/entitlement"
+	"github.com/packline/packline/controllers/pipeline"
 )
 
 // Paths of the webhooks, served by the manager and named in config/webhook.
@@ -56,15 +58,21 @@ type Stamper struct {
 // Any other update (finalizers, labels, another annotation) keeps the
 // recorded requester exactly, so neither the controller's own updates nor a
 // user's edit of the annotation can change it.
+//
+// The response patches the two annotations and nothing else: a patch made
+// by re-encoding the whole object would drop what the Go types leave out
+// (an explicit "" for a defaulted field), the API server would then default
+// it again, and the sealed spec would no longer be the stored one.
 func (m *Stamper) Handle(_ context.Context, req admission.Request) admission.Response {
 	obj := m.kind.new()
-	if err := m.decoder.Decode(req, obj); err != nil {
+	if err := decode(m.decoder, req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	var stamp map[string]string
+	bind := entitlement.BindCreation(obj, time.Now())
 	if req.Operation == admissionv1.Update {
 		old := m.kind.new()
-		if err := m.decoder.DecodeRaw(req.OldObject, old); err != nil {
+		if err := decode(m.decoder, req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 		same, err := sameSpec(m.kind.spec(old), m.kind.spec(obj))
@@ -79,32 +87,52 @@ func (m *Stamper) Handle(_ context.Context, req admission.Request) admission.Res
 				}
 			}
 		}
+		// The stored object's UID: the one the update must keep.
+		obj.SetUID(old.GetUID())
+		bind = entitlement.BindUID()
 	}
 	if stamp == nil {
 		var err error
-		stamp, err = m.sealer.Seal(m.kind.name, obj, m.kind.spec(obj), entitlement.FromUserInfo(req.UserInfo))
+		stamp, err = m.sealer.Seal(m.kind.name, obj, m.kind.spec(obj), entitlement.FromUserInfo(req.UserInfo), bind)
 		if err != nil {
 			return admission.Errored(http.StatusServiceUnavailable, fmt.Errorf("recording the requester: %w", err))
 		}
 	}
-	warning := dropEmptyInstance(obj)
-	ann := maps.Clone(obj.GetAnnotations())
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	delete(ann, v1alpha1.AnnotationRequester)
-	delete(ann, v1alpha1.AnnotationRequesterSeal)
-	maps.Copy(ann, stamp)
-	obj.SetAnnotations(ann)
-	patched, err := json.Marshal(obj)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, patched)
-	if warning != "" {
+	resp := admission.Patched("", annotationPatch(obj.GetAnnotations(), stamp)...)
+	if warning := dropEmptyInstance(obj); warning != "" {
+		resp.Patches = append(resp.Patches, jsonpatch.NewOperation("remove", "/metadata/labels/"+pointerEscape(pipeline.LabelInstance), nil))
 		resp.Warnings = append(resp.Warnings, warning)
 	}
 	return resp
+}
+
+// pointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func pointerEscape(k string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// annotationPatch turns the request's annotations (current) into ones that
+// hold exactly stamp of the requester annotations, leaving the others.
+func annotationPatch(current, stamp map[string]string) []jsonpatch.JsonPatchOperation {
+	if current == nil {
+		if len(stamp) == 0 {
+			return nil
+		}
+		return []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", stamp)}
+	}
+	var ops []jsonpatch.JsonPatchOperation
+	for _, k := range []string{v1alpha1.AnnotationRequester, v1alpha1.AnnotationRequesterSeal} {
+		path := "/metadata/annotations/" + pointerEscape(k)
+		want, keep := stamp[k]
+		have, present := current[k]
+		switch {
+		case keep && (!present || have != want):
+			ops = append(ops, jsonpatch.NewOperation("add", path, want))
+		case !keep && present:
+			ops = append(ops, jsonpatch.NewOperation("remove", path, nil))
+		}
+	}
+	return ops
 }
 
 func sameSpec(a, b any) (bool, error) {

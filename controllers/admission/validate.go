@@ -46,12 +46,12 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 
 func (v *Validator) handle(ctx context.Context, req admission.Request) admission.Response {
 	obj := v.kind.new()
-	if err := v.decoder.Decode(req, obj); err != nil {
+	if err := decode(v.decoder, req.Object, obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if req.Operation == admissionv1.Update {
 		old := v.kind.new()
-		if err := v.decoder.DecodeRaw(req.OldObject, old); err != nil {
+		if err := decode(v.decoder, req.OldObject, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
 		if same, err := sameSpec(v.kind.spec(old), v.kind.spec(obj)); err != nil || same {

@@ -191,7 +191,9 @@ var rbacKinds = map[string]bool{"Role": true, "RoleBinding": true, "ClusterRole"
 // GitOps tool that applies the output usually holds more rights than the
 // tenant), and get on every Secret the spec names. A delivered Claim (d
 // not nil) also needs what delivery asks (DeliveryRights). A declared kind
-// this cluster does not serve is an error naming it.
+// this cluster does not serve is an error naming it, returned with the
+// others: whoever checks them (or stalls for want of a requester) must see
+// every Secret.
 func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, d *Delivery) ([]Right, error) {
 	ns := claim.Namespace
 	var rights []Right
@@ -200,10 +202,7 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 			Attr: authorizationv1.ResourceAttributes{Namespace: ns, Verb: v1alpha1.ClaimVerb,
 				Group: v1alpha1.GroupVersion.Group, Resource: "claimtemplates", Name: tpl.Name}})
 	}
-	kinds, err := c.kindRights(ns, tpl, d != nil)
-	if err != nil {
-		return nil, err
-	}
+	kinds, kindsErr := c.kindRights(ns, tpl, d != nil)
 	rights = append(rights, kinds...)
 	if d != nil {
 		rights = append(rights, serviceAccountRights(ns, *d)...)
@@ -226,7 +225,7 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 	if d := claim.Spec.Delivery; d != nil && d.Flux != nil && d.Flux.VerifySecretRef != nil {
 		rights = append(rights, secretRight(ns, "spec.delivery.flux.verifySecretRef", d.Flux.VerifySecretRef.Name))
 	}
-	return append(rights, SigningRights(ns, claim.Spec.Signing)...), nil
+	return append(rights, SigningRights(ns, claim.Spec.Signing)...), kindsErr
 }
 
 // DeliveryRights are what a delivered Claim's requester must hold before
@@ -236,16 +235,15 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 // escalate for RBAC kinds.
 func (c *Checker) DeliveryRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, d Delivery) ([]Right, error) {
 	rights, err := c.kindRights(claim.Namespace, tpl, true)
-	if err != nil {
-		return nil, err
-	}
-	return append(rights, serviceAccountRights(claim.Namespace, d)...), nil
+	return append(rights, serviceAccountRights(claim.Namespace, d)...), err
 }
 
 // kindRights are create (and, delivered, patch and delete) on every kind
 // the template renders; an RBAC kind also needs bind and escalate on roles
 // and clusterroles, the rights the API server asks of a user who writes
 // one, so that the GitOps identity never grants what the tenant could not.
+// Kinds this cluster does not serve make an error naming them, returned
+// with the rights of the others.
 func (c *Checker) kindRights(ns string, tpl *v1alpha1.ClaimTemplate, delivered bool) ([]Right, error) {
 	verbs := []string{"create"}
 	if delivered {
@@ -275,9 +273,6 @@ func (c *Checker) kindRights(ns string, tpl *v1alpha1.ClaimTemplate, delivered b
 			}
 		}
 	}
-	if len(unknown) > 0 {
-		return nil, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
-	}
 	escalation := func(ns string, kinds []string) {
 		if len(kinds) == 0 {
 			return
@@ -295,6 +290,9 @@ func (c *Checker) kindRights(ns string, tpl *v1alpha1.ClaimTemplate, delivered b
 	}
 	escalation(ns, nsRBAC)
 	escalation("", clusterRBAC)
+	if len(unknown) > 0 {
+		return rights, fmt.Errorf("ClaimTemplate %s spec.kinds names kinds this cluster does not serve: %s", tpl.Name, strings.Join(unknown, ", "))
+	}
 	return rights, nil
 }
 

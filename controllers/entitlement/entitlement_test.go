@@ -1,11 +1,14 @@
 package entitlement
 
 import (
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -25,18 +28,34 @@ func claim(values string) *v1alpha1.Claim {
 }
 
 // A seal verifies only for the same kind, object, requester and spec, with
-// JSON key order and spacing not mattering.
+// JSON key order and spacing not mattering, and only on the object it was
+// bound to: a re-created object of the same name and spec (a new UID, a
+// later creationTimestamp) does not take it.
 func TestSealVerify(t *testing.T) {
 	s := NewSealer([]byte("k"))
 	alice := Requester{Username: "alice", Groups: []string{"dev"}}
-	c := claim(`{"a":1,"b":[1,2]}`)
-	ann, err := s.Seal("Claim", c, c.Spec, alice)
+	sealedAt := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	stored := func() *v1alpha1.Claim {
+		c := claim(`{"a":1,"b":[1,2]}`)
+		c.UID = "uid-1"
+		c.CreationTimestamp = metav1.NewTime(sealedAt.Add(2 * time.Second))
+		return c
+	}
+	// On create the webhook sees neither UID nor creationTimestamp.
+	creating := claim(`{"a":1,"b":[1,2]}`)
+	onCreate, err := s.Seal("Claim", creating, creating.Spec, alice, BindCreation(creating, sealedAt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := stored()
+	onUpdate, err := s.Seal("Claim", c, c.Spec, alice, BindUID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
 		name   string
 		kind   string
+		seal   map[string]string
 		mutate func(*v1alpha1.Claim)
 		sealer *Sealer
 		want   error
@@ -52,12 +71,37 @@ func TestSealVerify(t *testing.T) {
 		}, want: ErrBadSeal},
 		{name: "no requester", kind: "Claim", mutate: func(c *v1alpha1.Claim) { c.Annotations = nil }, want: ErrNoRequester},
 		{name: "other key", kind: "Claim", sealer: NewSealer([]byte("other")), want: ErrBadSeal},
+		{name: "creation seal replayed onto a re-created object", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
+			c.UID, c.CreationTimestamp = "uid-2", metav1.NewTime(sealedAt.Add(time.Hour))
+		}, want: ErrReplayedSeal},
+		{name: "creation seal, creation time within the clock skew", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
+			c.CreationTimestamp = metav1.NewTime(sealedAt.Add(-30 * time.Second))
+		}},
+		{name: "creation seal with its time rewritten", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
+			c.Annotations[v1alpha1.AnnotationRequesterSeal] = strings.Replace(c.Annotations[v1alpha1.AnnotationRequesterSeal],
+				fmt.Sprint(sealedAt.Unix()), fmt.Sprint(sealedAt.Add(time.Hour).Unix()), 1)
+			c.CreationTimestamp = metav1.NewTime(sealedAt.Add(time.Hour))
+		}, want: ErrBadSeal},
+		{name: "update seal", kind: "Claim", seal: onUpdate},
+		{name: "update seal replayed onto a re-created object", kind: "Claim", seal: onUpdate, mutate: func(c *v1alpha1.Claim) { c.UID = "uid-2" }, want: ErrBadSeal},
+		{name: "seal of an earlier version (no binding)", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
+			c.Annotations[v1alpha1.AnnotationRequesterSeal] = base64.RawURLEncoding.EncodeToString(make([]byte, 32))
+		}, want: ErrUnboundSeal},
+		{name: "not a seal at all", kind: "Claim", mutate: func(c *v1alpha1.Claim) {
+			c.Annotations[v1alpha1.AnnotationRequesterSeal] = "Zm9yZ2Vk"
+		}, want: ErrBadSeal},
+		{name: "untrusted", kind: "Claim", sealer: s.WithTrust(func() error { return errors.New("no webhook") }), want: ErrUntrusted},
+		{name: "trusted", kind: "Claim", sealer: s.WithTrust(func() error { return nil })},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c := claim(`{"a":1,"b":[1,2]}`)
+			c := stored()
 			c.Annotations = map[string]string{}
-			for k, v := range ann {
+			seal := onCreate
+			if tc.seal != nil {
+				seal = tc.seal
+			}
+			for k, v := range seal {
 				c.Annotations[k] = v
 			}
 			if tc.mutate != nil {
@@ -80,13 +124,38 @@ func TestSealVerify(t *testing.T) {
 	}
 }
 
+// generateName: on create the name is not known yet, so the seal covers
+// the prefix, and verifies for a name the API server generated from it.
+func TestSealGenerateName(t *testing.T) {
+	s := NewSealer([]byte("k"))
+	now := time.Now()
+	c := claim(`{}`)
+	c.Name, c.GenerateName = "", "run-"
+	ann, err := s.Seal("Claim", c, c.Spec, Requester{Username: "a"}, BindCreation(c, now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Name, c.Annotations, c.CreationTimestamp = "run-x7k2p", ann, metav1.NewTime(now)
+	if _, err := s.Verify("Claim", c, c.Spec); err != nil {
+		t.Errorf("generated name: %v", err)
+	}
+	c.Name = "elsewhere"
+	if _, err := s.Verify("Claim", c, c.Spec); !errors.Is(err, ErrBadSeal) {
+		t.Errorf("a name not from the prefix: %v, want ErrBadSeal", err)
+	}
+	c.Name, c.GenerateName = "run-x7k2p", "other-"
+	if _, err := s.Verify("Claim", c, c.Spec); !errors.Is(err, ErrBadSeal) {
+		t.Errorf("other prefix: %v, want ErrBadSeal", err)
+	}
+}
+
 // The key comes from the CA key when there is one (it outlives serving
 // certificate rotations), else the serving key; none is ErrNoKey.
 func TestCertDirSealer(t *testing.T) {
 	dir := t.TempDir()
 	s := NewCertDirSealer(dir)
 	c := claim(`{}`)
-	if _, err := s.Seal("Claim", c, c.Spec, Requester{Username: "a"}); !errors.Is(err, ErrNoKey) {
+	if _, err := s.Seal("Claim", c, c.Spec, Requester{Username: "a"}, BindUID()); !errors.Is(err, ErrNoKey) {
 		t.Fatalf("no key files: %v", err)
 	}
 	write := func(name, data string) {
@@ -95,14 +164,14 @@ func TestCertDirSealer(t *testing.T) {
 		}
 	}
 	write("tls.key", "serving-1")
-	byServing, _ := s.Seal("Claim", c, c.Spec, Requester{Username: "a"})
+	byServing, _ := s.Seal("Claim", c, c.Spec, Requester{Username: "a"}, BindUID())
 	write("ca.key", "ca")
-	byCA, _ := s.Seal("Claim", c, c.Spec, Requester{Username: "a"})
+	byCA, _ := s.Seal("Claim", c, c.Spec, Requester{Username: "a"}, BindUID())
 	if byServing[v1alpha1.AnnotationRequesterSeal] == byCA[v1alpha1.AnnotationRequesterSeal] {
 		t.Fatal("the CA key must take precedence over the serving key")
 	}
 	write("tls.key", "serving-2") // rotation of the serving certificate
-	again, _ := s.Seal("Claim", c, c.Spec, Requester{Username: "a"})
+	again, _ := s.Seal("Claim", c, c.Spec, Requester{Username: "a"}, BindUID())
 	if diff := cmp.Diff(byCA, again); diff != "" {
 		t.Errorf("a serving-key rotation changed the seal:\n%s", diff)
 	}

@@ -40,6 +40,8 @@ const (
 	saPath    = "/var/run/secrets/kubernetes.io/serviceaccount"
 	// certPath is where the Deployment mounts the webhook certificate.
 	certPath = "/tmp/k8s-webhook-server/serving-certs"
+	// clientCAPath is where it mounts the webhook client CA ConfigMap.
+	clientCAPath = "/var/run/packline/webhook-client-ca"
 	// client-go's leader election logs this once a replica leads, with
 	// the lock's namespace/name in the same line (as lock="..." through
 	// klog's text format, "lock":"..." through the manager's JSON logger).
@@ -183,7 +185,7 @@ func startSandbox(t *testing.T, root string, images map[string]image) *sandbox.S
 		Dir: t.TempDir(), RepoRoot: root, Assets: assets, RegistryBin: regBin,
 		WorkerBin: images["worker"].binary,
 		Images: map[string]procnode.Image{
-			images["manager"].ref: {Binary: wrapper, PathEnv: map[string]string{saPath: "PACKLINE_SA_DIR", certPath: "PACKLINE_CERT_DIR"}},
+			images["manager"].ref: {Binary: wrapper, PathEnv: map[string]string{saPath: "PACKLINE_SA_DIR", certPath: "PACKLINE_CERT_DIR", clientCAPath: "PACKLINE_CLIENT_CA_DIR"}},
 			images["worker"].ref:  sandbox.WorkerImageMapping(images["worker"].binary),
 		},
 		Progress: testWriter{t},
@@ -204,7 +206,7 @@ func startSandbox(t *testing.T, root string, images map[string]image) *sandbox.S
 // cluster's CA, and so exactly its RBAC. All pods here share the host's
 // network, each with an address of its own (PROCNODE_POD_IP, its podIP), so
 // the wrapper binds the webhook, probe and metrics servers to that address:
-// two replicas can then both listen on :9443, :8081 and :8080, the node's
+// two replicas can then both listen on :9443, :8081 and :8443, the node's
 // readiness probe reaches the pod's own /readyz, and the webhook Service's
 // endpoints are the pods' addresses. The certificate folder is the pod's
 // Secret volume, which the node keeps in step with the Secret.
@@ -230,7 +232,8 @@ EOF
 export KUBECONFIG="$kc"
 exec "` + manager + `" "$@" \
   --webhook-host="$PROCNODE_POD_IP" --webhook-cert-dir="$PACKLINE_CERT_DIR" \
-  --metrics-bind-address="$PROCNODE_POD_IP:8080" --health-probe-bind-address="$PROCNODE_POD_IP:8081"
+  --webhook-client-ca="$PACKLINE_CLIENT_CA_DIR/ca.crt" \
+  --metrics-bind-address="$PROCNODE_POD_IP:8443" --health-probe-bind-address="$PROCNODE_POD_IP:8081"
 `
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
@@ -258,10 +261,29 @@ func deploy(t *testing.T, s *sandbox.Sandbox, root string, images map[string]ima
 			objs = append(objs, u)
 		}
 	}
-	for _, u := range objs {
+	for i, u := range objs {
 		if err := s.Apply(context.Background(), u); err != nil {
 			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
+		if i+1 < len(objs) && objs[i+1].GetKind() != "Namespace" && u.GetKind() == "Namespace" {
+			// The admin's install step: the CA of the API server's
+			// webhook client certificate (see the README).
+			applyClientCA(t, s)
+		}
+	}
+}
+
+// applyClientCA creates ConfigMap packline-webhook-client-ca with the CA of
+// the sandbox API server's webhook client certificate.
+func applyClientCA(t *testing.T, s *sandbox.Sandbox) {
+	t.Helper()
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "packline-webhook-client-ca", "namespace": ns},
+		"data":     map[string]any{"ca.crt": string(s.WebhookClientCA())},
+	}}
+	if err := s.Apply(context.Background(), cm); err != nil {
+		t.Fatalf("applying the webhook client CA: %v", err)
 	}
 }
 

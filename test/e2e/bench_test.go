@@ -156,7 +156,7 @@ func BenchmarkArtifactsToJobs(b *testing.B) {
 				var pprofURL, metricsURL string
 				if profileDir != "" {
 					pprofAddr, metricsAddr := freeAddr(b), freeAddr(b)
-					extra = append(extra, "--pprof-bind-address="+pprofAddr, "--metrics-bind-address="+metricsAddr)
+					extra = append(extra, "--pprof-bind-address="+pprofAddr, "--metrics-bind-address="+metricsAddr, "--metrics-secure=false")
 					pprofURL, metricsURL = "http://"+pprofAddr+"/debug/pprof", "http://"+metricsAddr+"/metrics"
 				}
 				waitJobs := watchJobs(b, ns)

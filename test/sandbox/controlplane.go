@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/packline/packline/test/webhookclient"
 )
 
 // kubeControllers are the kube-controller-manager controllers a Job needs to
@@ -51,6 +53,9 @@ type controlPlane struct {
 	apiserver   *proc
 	kcm         *proc
 	host        string // https://127.0.0.1:port
+	// webhookClient is the certificate the API server presents to
+	// admission webhooks, and its CA (the manager's --webhook-client-ca).
+	webhookClient webhookclient.Files
 }
 
 func (c *controlPlane) startEtcd() (string, error) {
@@ -105,6 +110,11 @@ func (c *controlPlane) startAPIServer(etcdURL string) error {
 	if err := serviceAccountKey(saKey); err != nil {
 		return err
 	}
+	// The API server presents a client certificate of a CA of its own to
+	// admission webhooks, as the README's install section sets it up.
+	if c.webhookClient, err = webhookclient.Write(filepath.Join(pki, "webhook-client")); err != nil {
+		return err
+	}
 	pool := x509.NewCertPool()
 	pool.AddCert(c.ca.cert)
 	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
@@ -134,6 +144,7 @@ func (c *controlPlane) startAPIServer(etcdURL string) error {
 			// manager process and the process node's pods (see procnode's
 			// endpoints) are reached on loopback addresses.
 			"--enable-aggregator-routing=true",
+			"--admission-control-config-file="+c.webhookClient.AdmissionConfig,
 			"--anonymous-auth=true", // /readyz and /livez for the probe below
 			"--v=0")
 		if err != nil {

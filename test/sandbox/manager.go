@@ -92,6 +92,7 @@ func (s *Sandbox) StartInstance(name string, extra ...string) (*Instance, error)
 		"--worker-image=" + WorkerImage, "--metrics-bind-address=0", "--enable-webhooks=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe), "--instance=" + name,
 	}
+	args = append(args, s.verifyArgs()...)
 	args = append(args, append(append([]string{}, s.o.ManagerArgs...), extra...)...)
 	p, err := startProc("manager-"+name, log, append(os.Environ(), "KUBECONFIG="+s.managerKC), s.o.ManagerBin, args...)
 	if err != nil {

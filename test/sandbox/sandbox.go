@@ -55,8 +55,11 @@ type Options struct {
 	// ManagerArgs are extra manager flags (backoffs, TTL).
 	ManagerArgs []string
 	// NoWebhooks runs the manager with --enable-webhooks=false and installs
-	// no webhook configuration. By default the manager serves the admission
-	// webhooks to the API server (see installWebhooks).
+	// no webhook configuration: Artifacts and Claims that name a Secret,
+	// PVC or Artifact then stall with EntitlementUnverified, unless
+	// ManagerArgs has --insecure-unverified-references. By default the
+	// manager serves the admission webhooks to the API server, which
+	// presents its webhook client certificate (see installWebhooks).
 	NoWebhooks bool
 	// FluxDir holds Flux's controllers and CRDs (test/tools/flux.sh); when
 	// set, the sandbox runs them, so delivered Claims are applied.

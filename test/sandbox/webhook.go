@@ -129,8 +129,22 @@ func (s *Sandbox) webhookArgs() []string {
 		"--webhook-port=" + strconv.Itoa(s.webhookPort),
 		"--webhook-cert-dir=" + s.webhookCertDir,
 		"--webhook-namespace=" + ManagerNamespace,
+		"--webhook-client-ca=" + s.cp.webhookClient.CA,
 	}
 }
+
+// verifyArgs let a manager that serves no webhooks (another --instance)
+// verify the seals of the one that does, from the same certificate folder.
+func (s *Sandbox) verifyArgs() []string {
+	if s.webhookCertDir == "" {
+		return nil
+	}
+	return []string{"--webhook-cert-dir=" + s.webhookCertDir}
+}
+
+// WebhookClientCA is the CA of the API server's webhook client certificate,
+// for config/default's packline-webhook-client-ca ConfigMap.
+func (s *Sandbox) WebhookClientCA() []byte { return s.cp.webhookClient.CAPEM }
 
 // bindToManagerUser points a binding of config/default at the manager's
 // client-certificate user instead of its ServiceAccount.

@@ -17,13 +17,18 @@ import (
 
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/test/toolcache"
+	"github.com/packline/packline/test/webhookclient"
 )
 
 // Env is a running control plane.
 type Env struct {
 	Config *rest.Config
 	Client client.Client
-	env    *envtest.Environment
+	// WebhookClient is the API server's webhook client certificate
+	// (StartWithWebhooks): serve the webhooks with its CA required.
+	WebhookClient webhookclient.Files
+	env           *envtest.Environment
+	dir           string
 }
 
 // RepoRoot is the repository's top folder.
@@ -60,8 +65,19 @@ func start(webhooks bool) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
+	var wc webhookclient.Files
+	var dir string
 	if webhooks {
 		e.WebhookInstallOptions.Paths = []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")}
+		// The API server presents a client certificate to the webhooks,
+		// as the README's install section sets it up.
+		if dir, err = os.MkdirTemp("", "packline-webhook-client-"); err != nil {
+			return nil, err
+		}
+		if wc, err = webhookclient.Write(dir); err != nil {
+			return nil, err
+		}
+		e.ControlPlane.GetAPIServer().Configure().Set("admission-control-config-file", wc.AdmissionConfig)
 	}
 	cfg, err := e.Start()
 	if err != nil {
@@ -72,7 +88,7 @@ func start(webhooks bool) (*Env, error) {
 		_ = e.Stop()
 		return nil, err
 	}
-	return &Env{Config: cfg, Client: c, env: e}, nil
+	return &Env{Config: cfg, Client: c, env: e, WebhookClient: wc, dir: dir}, nil
 }
 
 // Main is a TestMain body: it starts the control plane, runs the tests and
@@ -97,7 +113,12 @@ func run(m *testing.M, env **Env, startFn func() (*Env, error)) {
 }
 
 // Stop shuts the control plane down.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error {
+	if e.dir != "" {
+		defer os.RemoveAll(e.dir)
+	}
+	return e.env.Stop()
+}
 
 // FluxDir returns the folder holding Flux's source-controller and
 // kustomize-controller binaries and their CRDs (crds/): from
