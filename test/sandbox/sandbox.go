@@ -350,3 +350,10 @@ func poll(timeout time.Duration, check func() error) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// UserKubeconfig writes a kubeconfig for user in groups (a client
+// certificate of the sandbox's CA), for tests that act as a tenant with
+// only the rights RBAC grants them, as a tenant's own kubeconfig would.
+func (s *Sandbox) UserKubeconfig(name, user string, groups []string) (string, error) {
+	return s.cp.writeKubeconfig(name, user, groups)
+}

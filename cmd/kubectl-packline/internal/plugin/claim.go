@@ -24,6 +24,8 @@ func claimFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringArrayVarP(&o.files, "values", "f", nil, "a YAML file of values (repeat; later files and --set win)")
 	fs.StringVar(&o.exposure, "exposure", "", "the exposure type (ClusterIP, NodePort, LoadBalancer, Ingress); default ClusterIP")
 	fs.StringVar(&o.host, "host", "", "the Ingress host, with --exposure Ingress")
+	fs.StringVar(&o.tag, "tag", "", "spec.target.tag (default: the controller's, latest)")
+	fs.BoolVar(&o.plainHTTP, "plain-http", false, "spec.target.plainHTTP: push over plain HTTP (a registry on loopback)")
 	fs.StringVar(&o.dryRun, "dry-run", "none", "local: render here with the worker's code and print the manifests; server: create with dryRun=All so the webhooks run; none: create the Claim")
 }
 
@@ -103,6 +105,9 @@ func buildClaim(tpl *v1alpha1.ClaimTemplate, ns, name string, o *options, files 
 			TemplateRef: v1alpha1.TemplateReference{Name: tpl.Name},
 			Exposure:    v1alpha1.Exposure{Type: v1alpha1.ExposureType(o.exposure), Host: o.host},
 		},
+	}
+	if o.tag != "" || o.plainHTTP {
+		c.Spec.Target = &v1alpha1.Target{Tag: o.tag, PlainHTTP: o.plainHTTP}
 	}
 	if c.Spec.Exposure.Type == "" {
 		c.Spec.Exposure.Type = v1alpha1.ExposureClusterIP

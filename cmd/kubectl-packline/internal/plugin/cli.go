@@ -51,9 +51,12 @@ type options struct {
 	files    []string
 	exposure string
 	host     string
-	dryRun   string
-	tail     int64
-	key      string
+	tag      string
+
+	plainHTTP bool
+	dryRun    string
+	tail      int64
+	key       string
 }
 
 func verbs() []verb {
