@@ -8,9 +8,8 @@ import (
 
 // runCompletion prints a bash completion script: verbs, flags, and
 // KIND/NAME from `kubectl get -o name` (so with the user's own rights).
-// Source it for kubectl-packline; for `kubectl packline <TAB>` (kubectl
-// 1.26+), put an executable kubectl_complete-packline on PATH, as the
-// README shows.
+// It completes kubectl-packline; kubectl's own plugin completion (a
+// kubectl_complete-packline executable) is not provided.
 func runCompletion(_ context.Context, e *env, _ *options, args []string) (int, error) {
 	if len(args) != 1 || args[0] != "bash" {
 		return ExitUsage, usagef("completion takes one shell: bash")

@@ -177,16 +177,19 @@ func pullLayer(ctx context.Context, repo *remote.Repository, l ocispec.Descripto
 	defer rc.Close()
 	vr := content.NewVerifyReader(rc, l)
 	r := io.Reader(&countingReader{r: vr, bar: bar})
-	if err := unpack(r, l, dir); err != nil {
-		return err
-	}
+	unpackErr := unpack(r, l, dir)
+	// Read to the end either way: bytes that do not match the digest are
+	// the cause to report, even when they also broke the unpacking.
 	if _, err := io.Copy(io.Discard, r); err != nil {
 		return err
 	}
 	if err := vr.Verify(); err != nil {
+		if unpackErr != nil {
+			return fmt.Errorf("digest check failed: %w (the bytes also failed to unpack: %v)", err, unpackErr)
+		}
 		return fmt.Errorf("digest check failed: %w", err)
 	}
-	return nil
+	return unpackErr
 }
 
 // unpack writes one layer: tar layers (plain, gzip or zstd) are unpacked
