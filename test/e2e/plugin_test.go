@@ -166,9 +166,14 @@ func TestPluginClaimFlow(t *testing.T) {
 		g.Expect(r.Stdout).NotTo(ContainSubstring(admins.Name))
 	}).Should(Succeed(), "the template's check makes it Ready")
 	r := runPlugin(t, kc, "catalog", "-n", ns, "--all")
+	t.Logf("catalog --all:\n%s", r.Stdout)
 	g.Expect(r.Code).To(Equal(0), "%s", r.Stderr)
 	g.Expect(r.Stdout).To(MatchRegexp(admins.Name + `\s+.*\s+no\s+.*spec.access.groups \(platform-admins\)`))
 	g.Expect(r.Stdout).To(ContainSubstring(`"claim" on claimtemplates.packline.dev named "` + admins.Name + `"`))
+
+	r = runPlugin(t, kc, "why", "ctpl/"+mine.Name)
+	g.Expect(r.Code).To(Equal(0), "%s", r.Stdout+r.Stderr)
+	g.Expect(r.Stdout).To(ContainSubstring("Check render: commit " + repo.Commits[0]))
 
 	// claim: value errors name their field, locally, before anything is sent.
 	r = runPlugin(t, kc, "claim", mine.Name, "ide", "-n", ns, "--set", "replicas=two")
@@ -207,6 +212,7 @@ func TestPluginClaimFlow(t *testing.T) {
 
 	// why: Ready, exit 0.
 	r = runPlugin(t, kc, "why", "claim/ide", "-n", ns)
+	t.Logf("why claim/ide:\n%s", r.Stdout)
 	g.Expect(r.Code).To(Equal(0), "%s", r.Stdout+r.Stderr)
 	g.Expect(r.Stdout).To(ContainSubstring("Pushed: " + c.Status.Reference))
 	g.Expect(r.Stdout).To(MatchRegexp(`Ready\s+True`))
@@ -361,7 +367,16 @@ func TestPluginWhyRerunVerify(t *testing.T) {
 	ctx := context.Background()
 	g := NewWithT(t)
 	ns := newNamespace(t)
-	kc := tenant(t, ns, "none")
+	// A template with repository credentials: alice may claim it, but its
+	// credentials are the manager's, so it cannot be rendered on her laptop.
+	private := wrappers.MakeClaimTemplate("plugin-private-"+ns).Source("https://git.example.com/private.git", "main", "apps/code-server/base").
+		Private("repo-creds", "push-creds").ForNamespaces(sandbox.TenantLabels).RepositoryPrefix(sb.Registry.Host + "/claims").Obj()
+	create(t, private)
+	t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), private) })
+	kc := tenant(t, ns, private.Name)
+	r := runPlugin(t, kc, "claim", private.Name, "p", "-n", ns, "--dry-run=local")
+	g.Expect(r.Code).To(Equal(1), "%s", r.Stdout+r.Stderr)
+	g.Expect(r.Stderr).To(ContainSubstring("ClaimTemplate " + private.Name + " reads a private repository (spec.source.secretRef): its credentials are for the manager only, so it cannot be rendered here; use --dry-run=server"))
 
 	// A source that does not exist fails for good.
 	bad := newArtifact(ns, "missing", "packline/no-such-model").Obj()
@@ -370,12 +385,18 @@ func TestPluginWhyRerunVerify(t *testing.T) {
 		g.Expect(sb.Client.Get(ctx, client.ObjectKeyFromObject(bad), bad)).To(Succeed())
 		g.Expect(bad.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 	}).Should(Succeed(), "logs in %s", logsHint())
-	r := runPlugin(t, kc, "why", "artifact/missing", "-n", ns)
+	r = runPlugin(t, kc, "why", "artifact/missing", "-n", ns)
+	t.Logf("why artifact/missing:\n%s", r.Stdout)
 	g.Expect(r.Code).To(Equal(1), "%s", r.Stdout+r.Stderr)
 	ready := condition(&bad.Status, v1alpha1.ConditionReady)
 	g.Expect(r.Stdout).To(ContainSubstring("Failing: "))
 	g.Expect(r.Stdout).To(ContainSubstring(ready.Reason))
 	g.Expect(r.Stdout).To(ContainSubstring("Worker log (last 20 lines of pod "))
+	// The worker's own last words, through the API server's pods/log.
+	_, workerLog, _ := strings.Cut(r.Stdout, "Worker log (")
+	workerLog, _, _ = strings.Cut(workerLog, "Verdict:")
+	g.Expect(workerLog).To(ContainSubstring("no-such-model"))
+	g.Expect(workerLog).NotTo(ContainSubstring("cannot read"))
 	g.Expect(r.Stdout).To(ContainSubstring("Verdict: failed"))
 
 	// rerun: the annotation, and the controller starts a new attempt for it.

@@ -256,8 +256,12 @@ func (s *Sandbox) startNode() error {
 	for k, v := range s.o.Images {
 		images[k] = v
 	}
+	kubelet, err := s.cp.kubeletTLS()
+	if err != nil {
+		return err
+	}
 	n := procnode.New(procnode.Options{
-		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log, Images: images,
+		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log, Images: images, Kubelet: kubelet,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.nodeCancel, s.nodeDone = cancel, make(chan error, 1)
