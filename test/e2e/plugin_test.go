@@ -467,3 +467,31 @@ func TestPluginWhyFlux(t *testing.T) {
 		g.Expect(r.Stdout).To(MatchRegexp(`Kustomization \S+: Ready=True`))
 	}).Should(Succeed())
 }
+
+// why's other two verdicts: a template whose check render failed exits 1,
+// and a Claim waiting for that template exits 2 (it renders by itself once
+// the template is fixed).
+func TestPluginWhyWaiting(t *testing.T) {
+	repo := gitserver.Serve(t, gitserver.Repo{Name: "workloads", Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
+	ns := newNamespace(t)
+	tpl := wrappers.MakeClaimTemplate("plugin-wrong-"+ns).Source(repo.URL, "main", "apps/no-such-app").
+		Kinds(v1alpha1.RenderedKind{Group: "apps", Kind: "Deployment"}).ForNamespaces(sandbox.TenantLabels).
+		RepositoryPrefix(sb.Registry.Host + "/claims").Obj()
+	tpl.Spec.ValuesSchema, tpl.Spec.Parameters = nil, nil
+	create(t, tpl)
+	t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), tpl) })
+	kc := tenant(t, ns, tpl.Name)
+	waitFor(t, func(g Gomega) {
+		r := runPlugin(t, kc, "why", "claimtemplate/"+tpl.Name)
+		g.Expect(r.Code).To(Equal(1), "%s", r.Stdout+r.Stderr)
+		g.Expect(r.Stdout).To(ContainSubstring("apps/no-such-app"))
+	}).Should(Succeed())
+	c := wrappers.MakeClaim("waits", ns, tpl.Name).Target(v1alpha1.Target{PlainHTTP: true}).Obj()
+	create(t, c)
+	waitFor(t, func(g Gomega) {
+		r := runPlugin(t, kc, "why", "claim/waits", "-n", ns)
+		g.Expect(r.Code).To(Equal(2), "%s", r.Stdout+r.Stderr)
+		g.Expect(r.Stdout).To(ContainSubstring("TemplateNotReady"))
+		g.Expect(r.Stdout).To(ContainSubstring("Verdict: progressing (exit 2)"))
+	}).Should(Succeed())
+}
