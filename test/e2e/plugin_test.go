@@ -218,6 +218,16 @@ func TestPluginClaimFlow(t *testing.T) {
 	g.Expect(r.Stdout).To(MatchRegexp(`Ready\s+True`))
 	g.Expect(r.Stdout).To(ContainSubstring("Verdict: Ready (exit 0)"))
 
+	// --diff: what a new value would change against what the Claim pushed.
+	r = runPlugin(t, kc, "claim", mine.Name, "ide", "-n", ns, "--set", "replicas=3", "--dry-run=local", "--diff")
+	g.Expect(r.Code).To(Equal(0), "%s", r.Stderr)
+	g.Expect(r.Stdout).To(ContainSubstring("--- deployment.apps_code-server.yaml (pushed)"))
+	g.Expect(r.Stdout).To(MatchRegexp(`(?m)^-\s+replicas: 2$`))
+	g.Expect(r.Stdout).To(MatchRegexp(`(?m)^\+\s+replicas: 3$`))
+	r = runPlugin(t, kc, "claim", mine.Name, "ide", "-n", ns, "--set", "replicas=2", "--dry-run=local", "--diff")
+	g.Expect(r.Code).To(Equal(0), "%s", r.Stderr)
+	g.Expect(r.Stdout).To(HavePrefix("No change against what Claim ide pushed"))
+
 	// pull: the manifests, every digest checked, modes as in the layer.
 	dir := filepath.Join(t.TempDir(), "ide")
 	r = runPlugin(t, kc, "pull", "claim/ide", dir, "-n", ns)

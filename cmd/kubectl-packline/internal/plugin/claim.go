@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -15,6 +17,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/jobs/render"
+	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/source"
 	"github.com/packline/packline/jobs/spec"
 )
@@ -26,6 +29,7 @@ func claimFlags(fs *pflag.FlagSet, o *options) {
 	fs.StringVar(&o.host, "host", "", "the Ingress host, with --exposure Ingress")
 	fs.StringVar(&o.tag, "tag", "", "spec.target.tag (default: the controller's, latest)")
 	fs.BoolVar(&o.plainHTTP, "plain-http", false, "spec.target.plainHTTP: push over plain HTTP (a registry on loopback)")
+	fs.BoolVar(&o.diff, "diff", false, "with --dry-run=local: print a diff against the manifests the existing Claim NAME pushed, instead of the manifests")
 	fs.StringVar(&o.dryRun, "dry-run", "none", "local: render here with the worker's code and print the manifests; server: create with dryRun=All so the webhooks run; none: create the Claim")
 }
 
@@ -39,6 +43,9 @@ func runClaim(ctx context.Context, e *env, o *options, args []string) (int, erro
 	case "none", "local", "server":
 	default:
 		return ExitUsage, usagef("--dry-run: want local, server or none, not %q", o.dryRun)
+	}
+	if o.diff && o.dryRun != "local" {
+		return ExitUsage, usagef("--diff needs --dry-run=local")
 	}
 	var files []NamedBytes
 	for _, f := range o.files {
@@ -68,7 +75,7 @@ func runClaim(ctx context.Context, e *env, o *options, args []string) (int, erro
 	}
 	switch o.dryRun {
 	case "local":
-		return e.renderLocal(ctx, acc, c, tpl)
+		return e.renderLocal(ctx, acc, c, tpl, o.diff)
 	case "server":
 		if err := e.c.Create(ctx, c, client.DryRunAll); err != nil {
 			return ExitFailed, fmt.Errorf("server dry run: %w", err)
@@ -150,7 +157,7 @@ func localProblems(ctx context.Context, acc *access, c *v1alpha1.Claim, tpl *v1a
 // renderLocal renders c with the worker's own code (jobs/render), from a
 // clone made with the worker's own Git code, with the namespace's
 // EnvironmentProfile when the user may read it, and prints the manifests.
-func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) (int, error) {
+func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, diff bool) (int, error) {
 	if tpl.Spec.Private() {
 		return ExitFailed, fmt.Errorf("ClaimTemplate %s reads a private repository (spec.source.secretRef): its credentials are for the manager only, so it cannot be rendered here; use --dry-run=server", tpl.Name)
 	}
@@ -196,6 +203,9 @@ func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, t
 	if err != nil {
 		return ExitFailed, fmt.Errorf("rendering: %w", err)
 	}
+	if diff {
+		return e.diffPushed(ctx, c, files)
+	}
 	fmt.Fprintf(e.stdout, "# Claim %s/%s of ClaimTemplate %s at %s (%s), rendered locally\n", c.Namespace, c.Name, tpl.Name, render.Revision(rev), profileName(profile))
 	for i, f := range files {
 		if i > 0 {
@@ -228,4 +238,50 @@ func (e *env) profile(ctx context.Context, acc *access) (*v1alpha1.EnvironmentPr
 		return nil, err.Error()
 	}
 	return p, ""
+}
+
+// diffPushed prints what a new render changes against the manifests the
+// existing Claim pushed (pulled by digest and verified, as pull does).
+func (e *env) diffPushed(ctx context.Context, c *v1alpha1.Claim, files []archive.File) (int, error) {
+	cur := &v1alpha1.Claim{}
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(c), cur); err != nil {
+		return ExitFailed, fmt.Errorf("--diff: reading Claim %s: %w", c.Name, err)
+	}
+	repo, d, err := pushedRepository("Claim", cur)
+	if err != nil {
+		return ExitFailed, fmt.Errorf("--diff: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "kubectl-packline-pushed-")
+	if err != nil {
+		return ExitFailed, err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := Pull(ctx, repo, d, dir, io.Discard); err != nil {
+		return ExitFailed, fmt.Errorf("--diff: pulling %s: %w", cur.Status.Reference, err)
+	}
+	old := map[string]string{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ExitFailed, err
+	}
+	for _, ent := range ents {
+		if ent.Type().IsRegular() {
+			b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+			if err != nil {
+				return ExitFailed, err
+			}
+			old[ent.Name()] = string(b)
+		}
+	}
+	now := map[string]string{}
+	for _, f := range files {
+		now[f.Name] = string(f.Data)
+	}
+	out := DiffFiles(old, now)
+	if out == "" {
+		fmt.Fprintf(e.stdout, "No change against what Claim %s pushed (%s)\n", c.Name, cur.Status.Reference)
+		return ExitOK, nil
+	}
+	fmt.Fprintf(e.stdout, "# against what Claim %s pushed (%s)\n%s", c.Name, cur.Status.Reference, out)
+	return ExitOK, nil
 }

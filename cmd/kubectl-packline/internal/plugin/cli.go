@@ -54,6 +54,7 @@ type options struct {
 	tag      string
 
 	plainHTTP bool
+	diff      bool
 	dryRun    string
 	tail      int64
 	key       string

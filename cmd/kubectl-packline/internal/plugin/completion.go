@@ -38,7 +38,7 @@ _kubectl_packline() {
         -n|--namespace) COMPREPLY=( $(compgen -W "$(kubectl get namespaces -o name 2>/dev/null | cut -d/ -f2)" -- "$cur") ); return ;;
     esac
     if [[ "$cur" == -* ]]; then
-        COMPREPLY=( $(compgen -W "--kubeconfig --context --namespace -n --set --values -f --exposure --host --tag --plain-http --dry-run --tail --key --all" -- "$cur") ); return
+        COMPREPLY=( $(compgen -W "--kubeconfig --context --namespace -n --set --values -f --exposure --host --tag --plain-http --dry-run --diff --tail --key --all" -- "$cur") ); return
     fi
     case "$verb" in
         why|rerun) COMPREPLY=( $(compgen -W "$(kubectl get claims.packline.dev,artifacts.packline.dev,claimtemplates.packline.dev -o name 2>/dev/null | sed 's/\.packline\.dev//')" -- "$cur") ) ;;
