@@ -86,7 +86,7 @@ test: k8s-assets registry flux cosign ## Run the whole test suite against a real
 
 # The packages whose tests need no API server (the real registry and Git
 # server still run, on loopback): a fast inner loop. make test runs them too.
-UNIT_PKGS := ./jobs/... ./cmd/worker ./controllers/pipeline ./controllers/claims ./controllers/entitlement
+UNIT_PKGS := ./jobs/... ./cmd/worker ./cmd/kubectl-packline/... ./controllers/pipeline ./controllers/claims ./controllers/entitlement
 
 .PHONY: unit
 unit: registry cosign ## Run the tests that need no API server (worker, pipeline builders, rules).

@@ -294,3 +294,11 @@ func extractZip(path, dir string, lim Limits) error {
 	}
 	return x.finish()
 }
+
+// ExtractTar unpacks a tar stream (gzip-compressed when gz) into dir with
+// the rules above: regular files and folders only, with their modes,
+// every path contained in dir, within lim. `kubectl packline pull`
+// unpacks pushed layers with it, so a laptop gets the worker's safety.
+func ExtractTar(r io.Reader, gz bool, dir string, lim Limits) error {
+	return extractTar(r, gz, dir, lim)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -106,6 +107,16 @@ func (c *controlPlane) startAPIServer(etcdURL string) error {
 	if err != nil {
 		return err
 	}
+	// The API server's client certificate towards kubelets: the process
+	// node serves logs only to it (kubeletTLS).
+	kcert, kkey, err := c.ca.issue(kubeletClientCN, nil, false)
+	if err != nil {
+		return err
+	}
+	kcertPath, kkeyPath, err := writePair(pki, "kubelet-client", kcert, kkey)
+	if err != nil {
+		return err
+	}
 	saKey := filepath.Join(pki, "sa.key")
 	if err := serviceAccountKey(saKey); err != nil {
 		return err
@@ -132,6 +143,9 @@ func (c *controlPlane) startAPIServer(etcdURL string) error {
 			"--secure-port="+strconv.Itoa(port),
 			"--tls-cert-file="+certPath, "--tls-private-key-file="+keyPath,
 			"--client-ca-file="+caPath,
+			"--kubelet-client-certificate="+kcertPath, "--kubelet-client-key="+kkeyPath,
+			// The process node's name does not resolve; its address does.
+			"--kubelet-preferred-address-types=InternalIP",
 			"--service-cluster-ip-range=10.0.0.0/24",
 			"--service-account-issuer=https://kubernetes.default.svc",
 			"--service-account-key-file="+saKey,
@@ -238,4 +252,36 @@ func httpOK(client *http.Client, url string) error {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return nil
+}
+
+// kubeletClientCN is the API server's kubelet client identity.
+const kubeletClientCN = "kube-apiserver-kubelet-client"
+
+// kubeletTLS is the process node's serving config for its log endpoint: a
+// serving certificate of the sandbox CA, and only the API server's kubelet
+// client certificate is let in, as a kubelet with x509 authentication
+// and authorization lets in only who may read pods/log.
+func (c *controlPlane) kubeletTLS() (*tls.Config, error) {
+	certPEM, keyPEM, err := c.ca.issue("process-node", nil, true)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(c.ca.cert)
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{cert},
+		ClientCAs:    pool,
+		ClientAuth:   tls.RequireAndVerifyClientCert,
+		VerifyPeerCertificate: func(_ [][]byte, chains [][]*x509.Certificate) error {
+			if len(chains) == 0 || chains[0][0].Subject.CommonName != kubeletClientCN {
+				return errors.New("only the API server may read logs")
+			}
+			return nil
+		},
+	}, nil
 }

@@ -259,8 +259,12 @@ func (s *Sandbox) startNode() error {
 	for k, v := range s.o.Images {
 		images[k] = v
 	}
+	kubelet, err := s.cp.kubeletTLS()
+	if err != nil {
+		return err
+	}
 	n := procnode.New(procnode.Options{
-		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log, Images: images,
+		Name: "process-node", Dir: filepath.Join(s.Dir, "node"), Client: kube, Log: log, Images: images, Kubelet: kubelet,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	s.nodeCancel, s.nodeDone = cancel, make(chan error, 1)
@@ -352,4 +356,11 @@ func poll(timeout time.Duration, check func() error) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// UserKubeconfig writes a kubeconfig for user in groups (a client
+// certificate of the sandbox's CA), for tests that act as a tenant with
+// only the rights RBAC grants them, as a tenant's own kubeconfig would.
+func (s *Sandbox) UserKubeconfig(name, user string, groups []string) (string, error) {
+	return s.cp.writeKubeconfig(name, user, groups)
 }

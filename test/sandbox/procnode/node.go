@@ -9,6 +9,7 @@ package procnode
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"os"
@@ -57,6 +58,9 @@ type Options struct {
 	Client kubernetes.Interface
 	// Log receives one line per pod lifecycle step.
 	Log io.Writer
+	// Kubelet, when set, serves the containers' logs to the API server
+	// (logs.go) with this TLS config, so `kubectl logs` works.
+	Kubelet *tls.Config
 }
 
 // Node runs pods as processes.
@@ -77,6 +81,9 @@ type Node struct {
 	ips     map[types.UID]string
 	nextIP  uint32
 	secrets listerscorev1.SecretLister
+
+	// kubeletPort is where logs.go serves; zero when it does not.
+	kubeletPort int
 }
 
 // New returns a Node; Run starts it.
@@ -100,6 +107,13 @@ func New(o Options) *Node {
 // Run registers the Node and works until ctx ends; then it kills every
 // process it started and waits for them.
 func (n *Node) Run(ctx context.Context) error {
+	if n.o.Kubelet != nil {
+		port, err := n.serveLogs(ctx)
+		if err != nil {
+			return err
+		}
+		n.kubeletPort = port
+	}
 	if err := n.register(ctx); err != nil {
 		return err
 	}
@@ -208,6 +222,7 @@ func (n *Node) register(ctx context.Context) error {
 		Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}, {Type: corev1.NodeHostName, Address: n.o.Name}},
 		NodeInfo:  corev1.NodeSystemInfo{OperatingSystem: runtime.GOOS, Architecture: runtime.GOARCH, KubeletVersion: "procnode", ContainerRuntimeVersion: "process://"},
 	}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(n.kubeletPort)
 	_, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return err
 }
