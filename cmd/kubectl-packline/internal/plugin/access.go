@@ -17,6 +17,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/claims"
+	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/controllers/entitlement"
 )
 
@@ -87,7 +88,13 @@ func (a *access) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate, c *v1al
 	if c == nil {
 		c = &v1alpha1.Claim{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns}, Spec: v1alpha1.ClaimSpec{TemplateRef: v1alpha1.TemplateReference{Name: tpl.Name}}}
 	}
-	rights, err := a.checker.ClaimRights(c, tpl)
+	// Delivery is judged from the Claim alone: a tenant cannot always read
+	// the cluster's EnvironmentProfiles, which the webhook also consults.
+	var d *entitlement.Delivery
+	if c.Spec.Delivery != nil && c.Spec.Delivery.Flux != nil {
+		d = &entitlement.Delivery{ServiceAccount: delivery.ClaimServiceAccount(c, nil)}
+	}
+	rights, err := a.checker.ClaimRights(c, tpl, d)
 	if err != nil {
 		v.Why = append(v.Why, err.Error())
 	}
