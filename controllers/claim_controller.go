@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -406,6 +407,12 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if _, err := mgr.GetRESTMapper().RESTMapping(kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind).GroupKind(), kustomizev1.GroupVersion.Version); err == nil {
 		r.WatchesFlux = true
 		b = b.Owns(&kustomizev1.Kustomization{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
+	}
+	// The OCIRepository too: a verification or pull failure shows only in
+	// its status, while the Kustomization may say nothing new after
+	// "Source artifact not found".
+	if _, err := mgr.GetRESTMapper().RESTMapping(sourcev1.GroupVersion.WithKind(sourcev1.OCIRepositoryKind).GroupKind(), sourcev1.GroupVersion.Version); err == nil {
+		b = b.Owns(&sourcev1.OCIRepository{}, builder.WithPredicates(predicate.ResourceVersionChangedPredicate{}))
 	}
 	return b.Complete(r)
 }
