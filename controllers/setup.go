@@ -73,6 +73,8 @@ type Option func(*ClaimReconciler)
 // WithRequesterSealer lets the Claim controller trust the requester that
 // the admission webhook recorded (see controllers/entitlement). Without it,
 // Claims of templates that restrict who may claim them do not render.
+// Its key also seals the pushes recorded in status (status.pushSeal), so
+// that they survive a restart and a change of leader.
 func WithRequesterSealer(s *entitlement.Sealer) Option {
 	return func(r *ClaimReconciler) { r.Sealer = s }
 }
@@ -82,13 +84,24 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := pipeline.IndexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
+	claims := &ClaimReconciler{Client: mgr.GetClient()}
+	for _, o := range opts {
+		o(claims)
+	}
+	// Push seals need a key only the manager holds: the webhook's, shared
+	// by every replica, else one of this process (see NewEphemeralSealer).
+	var pushSealer pipeline.PushSealer = entitlement.NewEphemeralSealer()
+	if claims.Sealer != nil {
+		pushSealer = claims.Sealer
+	}
 	newPipeline := func(kind string) *pipeline.Pipeline {
 		return &pipeline.Pipeline{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Recorder:  mgr.GetEventRecorder("packline-" + kind),
-			Config:    cfg,
-			Kind:      kind,
+			Client:     mgr.GetClient(),
+			APIReader:  mgr.GetAPIReader(),
+			Recorder:   mgr.GetEventRecorder("packline-" + kind),
+			Config:     cfg,
+			Kind:       kind,
+			PushSealer: pushSealer,
 		}
 	}
 	if err := (&ArtifactReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Artifact")}).SetupWithManager(mgr); err != nil {
@@ -98,10 +111,7 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	claims := &ClaimReconciler{Client: mgr.GetClient(), Pipeline: newPipeline("Claim"), Checker: checker}
-	for _, o := range opts {
-		o(claims)
-	}
+	claims.Pipeline, claims.Checker = newPipeline("Claim"), checker
 	if err := claims.SetupWithManager(mgr); err != nil {
 		return err
 	}
