@@ -180,6 +180,9 @@ func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // podOwner maps a worker pod (or Job) to its owner through the pipeline's
 // labels: in the owner's namespace, or the one the owner-namespace label
 // names for a child in another namespace (see pipeline.Work.Namespace).
+// Labels are anyone's to write, so this only wakes a reconcile: what it
+// reads is the owner's Jobs by controller reference, and their pods by the
+// Job's UID (pipeline.JobPods), never this object.
 func podOwner(kind string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []ctrl.Request {
 		l := o.GetLabels()
