@@ -57,6 +57,12 @@ func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			return work, err
 		}
 		doc := work.Spec.(spec.Artifact)
+		// The last push, as loaded (before a new run clears status): the
+		// worker re-uses its layers whatever the tag now says. Only a push
+		// the manager sealed: the worker trusts that manifest's layer keys.
+		if ref := r.Pipeline.SealedReference(a); ref != "" {
+			doc.Previous = append(doc.Previous, ref)
+		}
 		mirrors, err := r.mirrorsOf(ctx, a)
 		if err != nil {
 			return work, err
@@ -119,7 +125,10 @@ func indexPushedSource(o client.Object) []string {
 // the first one's layers (mounted across repositories) instead of fetching
 // and uploading them again. Only the same namespace: the worker trusts the
 // layer keys recorded in those manifests, and a namespace is one tenant.
-// The maxMirrors smallest names are taken, so the choice is stable.
+// The maxMirrors smallest names are taken, so the choice is stable. Only
+// sealed pushes (see pipeline.SealedReference) count: a reference written
+// into another Artifact's status by hand is neither handed on nor allowed
+// to crowd out the genuine ones.
 func (r *ArtifactReconciler) mirrorsOf(ctx context.Context, a *v1alpha1.Artifact) ([]string, error) {
 	var list v1alpha1.ArtifactList
 	if err := r.Client.List(ctx, &list, client.InNamespace(a.Namespace),
@@ -129,7 +138,7 @@ func (r *ArtifactReconciler) mirrorsOf(ctx context.Context, a *v1alpha1.Artifact
 	var picked []*v1alpha1.Artifact
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.Name == a.Name || o.Status.Reference == "" || !equality.Semantic.DeepEqual(o.Spec.Source, a.Spec.Source) {
+		if o.Name == a.Name || r.Pipeline.SealedReference(o) == "" || !equality.Semantic.DeepEqual(o.Spec.Source, a.Spec.Source) {
 			continue
 		}
 		picked = append(picked, o)
@@ -176,24 +185,13 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 		Spec: spec.Artifact{
 			Source: src, Format: a.Spec.Format, Compression: a.Spec.Compression, Kitfile: a.Spec.Kitfile, Target: target,
 			Signing: signing,
-			// The last push, as loaded (before a new run clears status):
-			// the worker re-uses its layers whatever the tag now says.
-			Previous: previousPush(a),
+			// Previous is the Reconcile's to fill in: only a sealed push.
 		},
 		Mounts:     m,
 		InputsHash: pipeline.InputsHash(specJSON),
 		Tag:        target.Tag,
 		Hints:      hints,
 	}, nil
-}
-
-// previousPush is the Artifact's last pushed reference, if any. It is not
-// part of the inputs hash: it only lets a new run skip what is pushed.
-func previousPush(a *v1alpha1.Artifact) []string {
-	if a.Status.Reference == "" {
-		return nil
-	}
-	return []string{a.Status.Reference}
 }
 
 // SetupWithManager watches Artifacts, their Jobs, and the Jobs' pods (pod
@@ -214,6 +212,9 @@ func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // podOwner maps a worker pod (or Job) to its owner through the pipeline's
 // labels: in the owner's namespace, or the one the owner-namespace label
 // names for a child in another namespace (see pipeline.Work.Namespace).
+// Labels are anyone's to write, so this only wakes a reconcile: what it
+// reads is the owner's Jobs by controller reference, and their pods by the
+// Job's UID (pipeline.JobPods), never this object.
 func podOwner(kind string) handler.MapFunc {
 	return func(_ context.Context, o client.Object) []ctrl.Request {
 		l := o.GetLabels()

@@ -83,6 +83,8 @@ type setupOptions struct {
 // admission webhook recorded (see controllers/entitlement). Without it,
 // Artifacts and Claims that name a Secret, a PVC or an Artifact, and
 // Claims of templates that restrict who may claim them, do not run.
+// Its key also seals the pushes recorded in status (status.pushSeal), so
+// that they survive a restart and a change of leader.
 func WithRequesterSealer(s *entitlement.Sealer) Option {
 	return func(o *setupOptions) { o.seals.Sealer = s }
 }
@@ -112,20 +114,27 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if err := pipeline.IndexChildren(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	newPipeline := func(kind string) *pipeline.Pipeline {
-		return &pipeline.Pipeline{
-			Client:    mgr.GetClient(),
-			APIReader: mgr.GetAPIReader(),
-			Recorder:  mgr.GetEventRecorder("packline-" + kind),
-			Config:    cfg,
-			Kind:      kind,
-		}
-	}
 	var o setupOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	seals := o.seals
+	// Push seals need a key only the manager holds: the webhook's, shared
+	// by every replica, else one of this process (see NewEphemeralSealer).
+	var pushSealer pipeline.PushSealer = entitlement.NewEphemeralSealer()
+	if seals.Sealer != nil {
+		pushSealer = seals.Sealer
+	}
+	newPipeline := func(kind string) *pipeline.Pipeline {
+		return &pipeline.Pipeline{
+			Client:     mgr.GetClient(),
+			APIReader:  mgr.GetAPIReader(),
+			Recorder:   mgr.GetEventRecorder("packline-" + kind),
+			Config:     cfg,
+			Kind:       kind,
+			PushSealer: pushSealer,
+		}
+	}
 	checker, err := entitlement.NewChecker(mgr.GetConfig(), mgr.GetRESTMapper(), mgr.GetScheme())
 	if err != nil {
 		return err

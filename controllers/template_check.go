@@ -10,7 +10,6 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -94,11 +93,11 @@ func (k *TemplateChecker) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate
 		}
 		return cond(metav1.ConditionUnknown, ReasonChecking, "check render Job "+name+" started"), ctrl.Result{}, nil
 	}
-	var pods corev1.PodList
-	if err := k.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	pods, err := pipeline.JobPods(ctx, k.Client, job)
+	if err != nil {
 		return metav1.Condition{}, ctrl.Result{}, err
 	}
-	o := pipeline.Observe(job, pods.Items)
+	o := pipeline.Observe(job, pods)
 	switch o.State {
 	case pipeline.StateSucceeded:
 		tpl.Status.Check = &v1alpha1.TemplateCheck{ObservedGeneration: tpl.Generation, InputsHash: hash, ResolvedCommit: o.Result.SourceRevision,

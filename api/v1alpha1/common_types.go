@@ -205,6 +205,14 @@ type PipelineStatus struct {
 	// +optional
 	Reference string `json:"reference,omitempty"`
 
+	// pushSeal is the manager's MAC over the object's UID, digest and
+	// reference, written when the manager itself read the push from its
+	// worker. A new run hands the worker reference (whose layers it then
+	// re-uses) only when the seal verifies: anyone with the status
+	// subresource can write reference, not a seal.
+	// +optional
+	PushSeal string `json:"pushSeal,omitempty"`
+
 	// tag that was pushed.
 	// +optional
 	Tag string `json:"tag,omitempty"`

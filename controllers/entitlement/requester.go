@@ -9,6 +9,7 @@ package entitlement
 import (
 	"bytes"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -287,4 +288,46 @@ func Canonical(v any) ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(generic)
+}
+
+// NewEphemeralSealer seals with a random key of this process: for push
+// seals (SealPush) when the webhook's certificate folder, and so the
+// shared key, is not available. A restarted or another replica's manager
+// then trusts no earlier seal, and the next run of each resource imports
+// from scratch once: correct, only slower.
+func NewEphemeralSealer() *Sealer {
+	key := make([]byte, 32)
+	_, err := rand.Read(key)
+	return &Sealer{key: func() ([]byte, error) { return key, err }}
+}
+
+// pushSealDomain separates push seals from requester seals made with the
+// same key: a requester seal's first part is a kind, never this.
+const pushSealDomain = "packline.dev/push-seal/v1"
+
+// SealPush is the MAC that status.pushSeal carries: over the kind and UID
+// of the object and the digest and reference the manager read from its
+// own worker. A seal copied onto another object, or kept beside an edited
+// reference or digest, does not verify.
+func (s *Sealer) SealPush(kind, uid, digest, reference string) (string, error) {
+	key, err := s.key()
+	if err != nil {
+		return "", err
+	}
+	h := hmac.New(sha256.New, key)
+	for _, part := range []string{pushSealDomain, kind, uid, digest, reference} {
+		fmt.Fprintf(h, "%d:", len(part))
+		h.Write([]byte(part))
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)), nil
+}
+
+// VerifyPush reports whether seal is SealPush's for these values; without
+// the key, nothing verifies.
+func (s *Sealer) VerifyPush(kind, uid, digest, reference, seal string) bool {
+	if seal == "" || uid == "" || reference == "" {
+		return false
+	}
+	want, err := s.SealPush(kind, uid, digest, reference)
+	return err == nil && hmac.Equal([]byte(want), []byte(seal))
 }

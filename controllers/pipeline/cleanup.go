@@ -125,11 +125,11 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		}
 		return p.startCleanup(ctx, obj, owner, ns, target, 1)
 	}
-	var pods corev1.PodList
-	if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+	pods, err := JobPods(ctx, p.Client, job)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	o, _, err := p.observePods(ctx, job, pods.Items)
+	o, _, err := p.observePods(ctx, job, pods)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

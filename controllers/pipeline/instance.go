@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -74,12 +73,14 @@ func (p *Pipeline) takeOver(ctx context.Context, obj client.Object) error {
 		return err
 	}
 	if job, ok := obj.(*batchv1.Job); ok {
-		var pods corev1.PodList
-		if err := p.APIReader.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-			return fmt.Errorf("listing pods of Job %s: %w", job.Name, err)
+		// Only the Job's own pods: relabelling a look-alike would let it
+		// into this instance's cache.
+		pods, err := JobPods(ctx, p.APIReader, job)
+		if err != nil {
+			return err
 		}
-		for i := range pods.Items {
-			if err := p.relabel(ctx, &pods.Items[i]); err != nil {
+		for i := range pods {
+			if err := p.relabel(ctx, &pods[i]); err != nil {
 				return err
 			}
 		}

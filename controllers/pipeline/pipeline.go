@@ -174,6 +174,9 @@ type Pipeline struct {
 	Config    Config
 	// Kind labels metrics and child objects ("Artifact", "Claim").
 	Kind string
+	// PushSealer seals the pushes the manager records in status, so that a
+	// later run trusts only those (see SealedReference); nil trusts none.
+	PushSealer PushSealer
 	// CleanupPlacement, when set, places deletionPolicy Delete's cleanup
 	// Jobs; by default they run in the owner's namespace with its target.
 	CleanupPlacement CleanupPlacement

@@ -6,10 +6,8 @@ import (
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/jobs/spec"
 )
@@ -42,11 +40,11 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		if attemptOf(j) != attempt {
 			continue
 		}
-		var pods corev1.PodList
-		if err := p.Client.List(ctx, &pods, client.InNamespace(j.Namespace), client.MatchingLabels{batchv1.JobNameLabel: j.Name}); err != nil {
+		pods, err := JobPods(ctx, p.Client, j)
+		if err != nil {
 			return Observation{}, err
 		}
-		o, _, err := p.observePods(ctx, j, pods.Items)
+		o, _, err := p.observePods(ctx, j, pods)
 		if err != nil {
 			return Observation{}, err
 		}

@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,11 +58,11 @@ func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (
 		if job == nil {
 			continue
 		}
-		var pods corev1.PodList
-		if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
-			return nil, fmt.Errorf("listing pods of Job %s: %w", job.Name, err)
+		pods, err := JobPods(ctx, p.Client, job)
+		if err != nil {
+			return nil, err
 		}
-		if pushed := PushedBy(job, pods.Items); pushed != nil {
+		if pushed := PushedBy(job, pods); pushed != nil {
 			return pushed, nil
 		}
 	}
@@ -75,13 +74,7 @@ func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (
 // the Job controls (a pod is only labelled with the Job's name by choice;
 // the controller reference carries the Job's UID).
 func PushedBy(job *batchv1.Job, pods []corev1.Pod) *result.Pushed {
-	var own []corev1.Pod
-	for _, pod := range pods {
-		if ref := metav1.GetControllerOfNoCopy(&pod); ref != nil && ref.UID == job.UID && ref.Kind == "Job" {
-			own = append(own, pod)
-		}
-	}
-	if o := Observe(job, own); o.State == StateFailed {
+	if o := Observe(job, OwnPods(job, pods)); o.State == StateFailed {
 		return o.Pushed
 	}
 	return nil

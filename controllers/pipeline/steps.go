@@ -44,6 +44,9 @@ type scope struct {
 	resolveJobs []*batchv1.Job
 	// stop ends the step list early (nothing more to do this reconcile).
 	stop bool
+	// resolved: the attempt's result was read back from the registry (see
+	// resultFromRegistry), not from the worker's pod; it is not sealed.
+	resolved bool
 }
 
 // namespace is where this run's Job and workspace live: the Work's
@@ -60,11 +63,12 @@ func (s *scope) namespace() string {
 func (s *scope) remote() bool { return s.namespace() != s.owner.Namespace }
 
 // ours reports whether a child object found by the owner-uid label was made
-// for this owner: in its namespace, or labelled with it. A tenant can label
-// an object of its own namespace with any uid; such an object is neither
-// adopted nor deleted.
+// for this owner (see OwnsWorkspace): in its namespace, with a controller
+// reference to the owner's UID; elsewhere, labelled with the owner's UID
+// and namespace. A tenant can label an object of its own namespace with any
+// uid; such an object is neither adopted, nor read, nor deleted.
 func (s *scope) ours(o metav1.Object) bool {
-	return o.GetNamespace() == s.owner.Namespace || o.GetLabels()[LabelOwnerNamespace] == s.owner.Namespace
+	return ownsChild(s.owner, o)
 }
 
 func (p *Pipeline) newScope(obj Object) (*scope, error) {
@@ -306,6 +310,12 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 			return nil, fmt.Errorf("%w: Job %s belongs to an earlier %s of the same name (uid %s); waiting for it to be garbage-collected",
 				errPredecessorJob, job.Name, s.owner.GVK.Kind, uid)
 		}
+		if !s.ours(found) {
+			// A look-alike: the owner's labels, not its controller
+			// reference. Its pods' results are never read.
+			return nil, fmt.Errorf("%w: Job %s/%s carries this %s's labels but was not made for it (no controller reference to it): packline neither adopts nor deletes it; delete it",
+				errPredecessorJob, found.Namespace, found.Name, s.owner.GVK.Kind)
+		}
 		return found, p.takeOver(ctx, found)
 	}
 	if err != nil {
@@ -320,17 +330,17 @@ var errPredecessorJob = errors.New("predecessor's Job")
 
 // observe reads the Job and its pods and moves the phase.
 func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
-	var pods corev1.PodList
-	if err := p.Client.List(ctx, &pods, client.InNamespace(s.job.Namespace),
-		client.MatchingLabels{batchv1.JobNameLabel: s.job.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing pods of Job %s: %w", s.job.Name, err)
+	pods, err := JobPods(ctx, p.Client, s.job)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
-	o, poll, err := p.observePods(ctx, s.job, pods.Items)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	o, poll, err := p.observePods(ctx, s.job, pods)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if o.Reason == ReasonResultNotMirrored {
+		s.resolved = true
 		if o, err = p.resultFromRegistry(ctx, s); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -359,7 +369,9 @@ func (p *Pipeline) apply(s *scope, o Observation) ctrl.Result {
 		o.Message += ": " + hint
 	}
 	recordSigning(s.status, o)
-	return p.enact(s, Transition(s.run(), Observed(o), p.retryPolicy(p.runSpec(s))))
+	res := p.enact(s, Transition(s.run(), Observed(o), p.retryPolicy(p.runSpec(s))))
+	p.sealPush(s, o)
+	return res
 }
 
 // run is the state Transition reads.

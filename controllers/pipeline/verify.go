@@ -8,12 +8,10 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/spec"
@@ -44,11 +42,11 @@ func (p *Pipeline) verifyPushed(ctx context.Context, s *scope) (ctrl.Result, err
 	if job != nil {
 		seq, _ := strconv.Atoi(job.Labels[LabelAttempt])
 		if int32(seq) > st.Verifications {
-			var pods corev1.PodList
-			if err := p.Client.List(ctx, &pods, client.InNamespace(job.Namespace), client.MatchingLabels{batchv1.JobNameLabel: job.Name}); err != nil {
+			pods, err := JobPods(ctx, p.Client, job)
+			if err != nil {
 				return ctrl.Result{}, err
 			}
-			o := Observe(job, pods.Items)
+			o := Observe(job, pods)
 			switch o.State {
 			case StateSucceeded:
 				setCondition(st, v1alpha1.ConditionVerified, metav1.ConditionTrue, "Verified",

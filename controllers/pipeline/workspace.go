@@ -44,11 +44,16 @@ func (s *scope) workspaceKey() client.ObjectKey {
 // An HMAC annotation would prove no more: the forger in o's namespace
 // could copy a valid one from o's real workspace of an earlier run.
 func OwnsWorkspace(o Owner, pvc *corev1.PersistentVolumeClaim) bool {
-	if pvc.Namespace == o.Namespace {
-		ref := metav1.GetControllerOfNoCopy(pvc)
+	return ownsChild(o, pvc)
+}
+
+// ownsChild is OwnsWorkspace's test for any child (a Job too).
+func ownsChild(o Owner, obj metav1.Object) bool {
+	if obj.GetNamespace() == o.Namespace {
+		ref := metav1.GetControllerOfNoCopy(obj)
 		return ref != nil && string(ref.UID) == o.UID && ref.Kind == o.GVK.Kind && ref.APIVersion == o.GVK.GroupVersion().String()
 	}
-	return pvc.Labels[LabelOwnerUID] == o.UID && pvc.Labels[LabelOwnerNamespace] == o.Namespace
+	return obj.GetLabels()[LabelOwnerUID] == o.UID && obj.GetLabels()[LabelOwnerNamespace] == o.Namespace
 }
 
 // workspaceCached reports whether the cache already holds this run's
