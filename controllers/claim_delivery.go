@@ -56,6 +56,9 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, t
 		// A new render in progress keeps Flux on the last digest it applied.
 		if st.Phase == v1alpha1.PhaseSucceeded {
 			if err = r.entitleDelivery(ctx, c, tpl, profile); err == nil {
+				err = r.digestRecorded(ctx, c, plan)
+			}
+			if err == nil {
 				repo, ks, err = r.applyFlux(ctx, c, plan)
 			}
 		} else {
@@ -90,6 +93,30 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, t
 		}
 		return ctrl.Result{}, nil
 	}
+}
+
+// digestRecorded refuses to point Flux at a digest the manager did not
+// record itself. status.digest and status.reference are writable by anyone
+// with the claims/status subresource, and Flux applies what they name as
+// the delivery identity, which may hold more rights than the tenant: so a
+// new digest is delivered only when status.pushSeal, which the manager
+// writes when it reads the push from its own worker's pod, verifies. A
+// digest the Flux objects already pin needs no seal: nothing changes (this
+// keeps delivered Claims delivered after a restart of a manager without a
+// stable seal key, --enable-webhooks=false).
+func (r *ClaimReconciler) digestRecorded(ctx context.Context, c *v1alpha1.Claim, p delivery.Plan) error {
+	if r.Pipeline.PushSealer == nil || r.Pipeline.SealedReference(c) != "" {
+		return nil
+	}
+	repo, _, err := r.readFlux(ctx, c, p)
+	if err != nil {
+		return err
+	}
+	if repo != nil && repo.Spec.Reference != nil && repo.Spec.Reference.Digest == p.Digest && repo.Spec.URL == "oci://"+p.Repository {
+		return nil
+	}
+	return &deliveryStall{reason: delivery.ReasonDigestUnrecorded, message: "status.digest " + p.Digest +
+		" was not recorded by this manager (status.pushSeal does not verify), so Flux is not pointed at it: packline delivers only what it read from its own worker's pod; change the Claim's spec, or delete and re-create it, to render and push again"}
 }
 
 // deliveryFailed reports an error of the delivery step on the Claim, so

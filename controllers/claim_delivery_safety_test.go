@@ -350,3 +350,46 @@ func TestClaimDeliveryOwnsItsFields(t *testing.T) {
 		g.Expect(repo.Spec.Suspend).To(BeTrue(), "another manager's field was reset")
 	})
 }
+
+// TestClaimDeliveryIgnoresForgedDigest: whoever may write claims/status
+// can set status.digest and status.reference, but Flux, which applies as
+// the delivery identity, is never re-pointed at a digest the manager did
+// not read from its own worker (status.pushSeal): the OCIRepository keeps
+// the pushed digest, and the Claim says why it does not deliver.
+func TestClaimDeliveryIgnoresForgedDigest(t *testing.T) {
+	installFlux(t)
+	startManagerWith(t, []controllers.Option{controllers.WithRequesterSealer(testSealer)})
+	ns := newNamespace(t)
+	create(t, wrappers.MakeClaimTemplate(ns+"-tpl").Open().Obj())
+	key := client.ObjectKey{Namespace: ns, Name: "web"}
+	create(t, sealAs(t, deliveredClaim(key.Name, ns, ns+"-tpl", ""), "platform-admin", "system:masters"))
+	job := waitJob(t, ns, key.Name, 1, 1)
+	runJob(t, job, 0, okResult(digest))
+	repo := &sourcev1.OCIRepository{}
+	eventually(t, func(g Gomega) {
+		g.Expect(env.Client.Get(context.Background(), key, repo)).To(Succeed())
+		g.Expect(repo.Spec.Reference.Digest).To(Equal(digest))
+	})
+	// The TTL controller deletes the Job and its pods: from then on status
+	// is all that says what was pushed.
+	NewWithT(t).Expect(env.Client.Delete(context.Background(), job)).To(Succeed())
+	var pods corev1.PodList
+	NewWithT(t).Expect(env.Client.List(context.Background(), &pods, client.InNamespace(ns))).To(Succeed())
+	for i := range pods.Items {
+		NewWithT(t).Expect(env.Client.Delete(context.Background(), &pods.Items[i], client.GracePeriodSeconds(0))).To(Succeed())
+	}
+	eventually(t, func(g Gomega) { g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty()) })
+
+	eventually(t, func(g Gomega) {
+		c := getClaim(g, key)
+		c.Status.Digest = otherDigest
+		c.Status.Reference = "registry.example.com/evil/app@" + otherDigest
+		g.Expect(env.Client.Status().Update(context.Background(), c)).To(Succeed())
+	})
+	stalledDelivery(t, key, delivery.ReasonDigestUnrecorded, "status.digest "+otherDigest+" was not recorded by this manager")
+	NewWithT(t).Consistently(func(g Gomega) {
+		g.Expect(env.Client.Get(context.Background(), key, repo)).To(Succeed())
+		g.Expect(repo.Spec.Reference.Digest).To(Equal(digest), "Flux was pointed at a forged digest")
+		g.Expect(repo.Spec.URL).To(Equal("oci://registry.example.com/acme/tiny"))
+	}).WithTimeout(2 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+}

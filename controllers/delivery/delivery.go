@@ -28,6 +28,10 @@ const (
 	// ReasonServiceAccountRequired: the profile requires a tenant identity
 	// for Flux and neither it nor the Claim names one.
 	ReasonServiceAccountRequired = "ServiceAccountRequired"
+	// ReasonDigestUnrecorded: status.digest changed to one the manager did
+	// not record (status.pushSeal does not verify), so Flux is not
+	// re-pointed: status is writable by whoever holds claims/status.
+	ReasonDigestUnrecorded = "DigestUnrecorded"
 	// ReasonFluxNotInstalled: the Flux CRDs are absent.
 	ReasonFluxNotInstalled = "FluxNotInstalled"
 	// ReasonDelivering: Flux has not applied the digest yet.
