@@ -21,12 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Reasons a Claim cannot render yet; the rules behind them are in
@@ -230,7 +230,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// pkg/volume/secret MakePayload) unless the volume is optional,
 		// which skips missing keys; SecretKeys makes it optional, since a
 		// credential uses only some of the keys.
-		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
+		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, workerv1.TemplateAuthDir, pipeline.GitCredentialKeys...)
 	}
 	if adminRun {
 		// In the template namespace: an admin fixes them, and the tenant is
@@ -264,7 +264,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	tplSpec.Parameters = params
 	// The worker applies only the chosen exposure's component.
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
-	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
+	doc := workerv1.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
 		Exposure: c.Spec.Exposure, Target: target}
 	if profileSigns {
 		doc.Signing = profileSigning(&m, profile, resourceOf("Claim", c), hints)

@@ -8,14 +8,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
 )
 
 // `worker claim` for a private template reads the credential from
-// PACKLINE_TEMPLATE_AUTH_DIR (spec.TemplateAuthDir in a pod): the right one
+// PACKLINE_TEMPLATE_AUTH_DIR (workerv1.TemplateAuthDir in a pod): the right one
 // renders and pushes; a wrong one is a permanent TemplateAuthDenied; and
 // neither the termination message nor the log holds a password, even in
 // the URL.
@@ -44,7 +44,7 @@ func TestClaimPrivateTemplate(t *testing.T) {
 			}
 			stderr := captureStderr(t)
 			t.Setenv(EnvTemplateAuthDir, writeFiles(t, tc.files))
-			code, res := runClaimWorker(t, spec.Claim{
+			code, res := runClaimWorker(t, workerv1.Claim{
 				Name: "ide", Namespace: "team-a",
 				Template: v1alpha1.ClaimTemplateSpec{
 					Source: v1alpha1.TemplateSource{URL: url, Ref: "main", Path: "apps/code-server/base",
@@ -52,7 +52,7 @@ func TestClaimPrivateTemplate(t *testing.T) {
 					Kinds:   []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
 					Service: "code-server",
 				},
-				Target: spec.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
+				Target: workerv1.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
 			})
 			if tc.wantReason == "" {
 				if code != 0 || res.Failed() || res.SourceRevision != git.Commits[0] {

@@ -8,7 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // State is what one attempt's Job says about the run.
@@ -53,10 +53,10 @@ type Observation struct {
 	// Permanent is set on failures that a new attempt cannot fix.
 	Permanent bool
 	// Result is the parsed termination message of a successful run.
-	Result *result.Result
+	Result *workerv1.Result
 	// Pushed is the artifact a failed run pushed before failing (its
 	// signature could not be attached).
-	Pushed *result.Pushed
+	Pushed *workerv1.Pushed
 }
 
 // Observe reads one attempt. It is a pure function so that every case the
@@ -117,7 +117,7 @@ func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Ob
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: "Job completed but no finished worker pod is left to read its result from"}
 	}
-	r, err := result.Parse([]byte(term.Message))
+	r, err := workerv1.ParseResult([]byte(term.Message))
 	if err != nil {
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: fmt.Sprintf("pod %s: invalid result in termination message: %v", pod.Name, err)}
@@ -143,7 +143,7 @@ func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminate
 		return Observation{State: StateFailed, Reason: ReasonWorkerCrashed,
 			Message: fmt.Sprintf("worker exited with code %d (%s) without writing a result", term.ExitCode, term.Reason)}
 	}
-	r, err := result.Parse([]byte(term.Message))
+	r, err := workerv1.ParseResult([]byte(term.Message))
 	if err != nil {
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: fmt.Sprintf("worker exited with code %d and an invalid result: %v", term.ExitCode, err)}

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/result"
 )
 
 // signingReasons are the worker's failures that leave a run unsigned.
@@ -53,7 +53,7 @@ func recordSigning(st *v1alpha1.PipelineStatus, o Observation) {
 // digest was written there. When no earlier attempt's Job and pod are left
 // (deleted, collected by their TTL) the attempt pushes again: same inputs,
 // same digest, and then signs what it pushed itself.
-func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (*result.Pushed, error) {
+func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (*workerv1.Pushed, error) {
 	for a := attempt - 1; a >= 1; a-- {
 		job := s.jobs[a]
 		if job == nil {
@@ -74,7 +74,7 @@ func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (
 // its signature failed, read from the termination message of a pod that
 // the Job controls (a pod is only labelled with the Job's name by choice;
 // the controller reference carries the Job's UID).
-func PushedBy(job *batchv1.Job, pods []corev1.Pod) *result.Pushed {
+func PushedBy(job *batchv1.Job, pods []corev1.Pod) *workerv1.Pushed {
 	var own []corev1.Pod
 	for _, pod := range pods {
 		if ref := metav1.GetControllerOfNoCopy(&pod); ref != nil && ref.UID == job.UID && ref.Kind == "Job" {

@@ -15,7 +15,7 @@ import (
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // Reasons written by the worker.
@@ -153,16 +153,16 @@ func transient(err error) bool {
 // errors are retryable unless they are plainly network-free, in which case
 // retrying is still the safer default: a later attempt is cheap, a wrongly
 // Stalled resource needs a human.
-func ToResult(err error) result.Result {
+func ToResult(err error) workerv1.Result {
 	var fe *Error
 	if errors.As(err, &fe) {
-		return result.Result{Error: &result.Error{Reason: fe.Reason, Message: err.Error(), Permanent: fe.Permanent}}
+		return workerv1.Result{Error: &workerv1.Error{Reason: fe.Reason, Message: err.Error(), Permanent: fe.Permanent}}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return result.Result{Error: &result.Error{Reason: ReasonDeadlineReached, Message: err.Error()}}
+		return workerv1.Result{Error: &workerv1.Error{Reason: ReasonDeadlineReached, Message: err.Error()}}
 	}
 	if transient(err) {
-		return result.Result{Error: &result.Error{Reason: ReasonRegistryFailed, Message: err.Error()}}
+		return workerv1.Result{Error: &workerv1.Error{Reason: ReasonRegistryFailed, Message: err.Error()}}
 	}
-	return result.Result{Error: &result.Error{Reason: "WorkerFailed", Message: err.Error()}}
+	return workerv1.Result{Error: &workerv1.Error{Reason: "WorkerFailed", Message: err.Error()}}
 }

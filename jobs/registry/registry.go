@@ -16,9 +16,9 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/netx"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Options says how to reach one registry.
@@ -33,7 +33,7 @@ type Options struct {
 }
 
 // TargetOptions returns the Options for a push target.
-func TargetOptions(t spec.Target) Options {
+func TargetOptions(t workerv1.Target) Options {
 	return Options{PlainHTTP: t.PlainHTTP, Insecure: t.Insecure, CAFile: t.CAFile}
 }
 
@@ -84,7 +84,7 @@ func Client(o Options) (*auth.Client, error) {
 	}
 	dir := o.DockerConfigDir
 	if dir == "" {
-		dir = os.Getenv(spec.EnvDockerConfig)
+		dir = os.Getenv(workerv1.EnvDockerConfig)
 	}
 	if dir != "" {
 		path := filepath.Join(dir, "config.json")

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/build"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // nestedBases is the template from the audit: level k holds six
@@ -35,8 +35,8 @@ func nestedBases(levels int) (*source.Snapshot, int) {
 	return s, len(s.Files)
 }
 
-func nestedClaim(levels int) spec.Claim {
-	return spec.Claim{Name: "n", Namespace: "team-a", Template: v1alpha1.ClaimTemplateSpec{
+func nestedClaim(levels int) workerv1.Claim {
+	return workerv1.Claim{Name: "n", Namespace: "team-a", Template: v1alpha1.ClaimTemplateSpec{
 		Source: v1alpha1.TemplateSource{URL: "https://git.example.com/t.git", Ref: "main", Path: fmt.Sprintf("nested/level%d", levels)},
 		Kinds:  []v1alpha1.RenderedKind{{Kind: "ConfigMap"}},
 	}}

@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/build"
 	"github.com/packline/packline/jobs/render/overlay"
 	"github.com/packline/packline/jobs/render/postrender"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // DefaultMaxOutputBytes bounds the rendered YAML. A workload's manifests
@@ -45,13 +45,13 @@ type Limits struct {
 }
 
 // Manifests renders c from snap and returns one file per object.
-func Manifests(c spec.Claim, snap *source.Snapshot, l Limits) ([]archive.File, error) {
+func Manifests(c workerv1.Claim, snap *source.Snapshot, l Limits) ([]archive.File, error) {
 	_, files, err := manifests(c, snap, l)
 	return files, err
 }
 
 // manifests is Manifests that also returns the rendered objects.
-func manifests(c spec.Claim, snap *source.Snapshot, l Limits) (resmap.ResMap, []archive.File, error) {
+func manifests(c workerv1.Claim, snap *source.Snapshot, l Limits) (resmap.ResMap, []archive.File, error) {
 	values, err := decodeValues(c.Values)
 	if err != nil {
 		return nil, nil, err

@@ -19,7 +19,7 @@ import (
 )
 
 // Env is where a fetch reads and writes. The worker fills it from
-// jobs/spec's fixed paths; tests point it at temp folders.
+// api/worker/v1's fixed paths; tests point it at temp folders.
 type Env struct {
 	// Workspace is the writable workspace folder.
 	Workspace string
