@@ -26,7 +26,6 @@ import (
 	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/failure"
 )
 
 // Reasons a Claim cannot render yet; the rules behind them are in
@@ -211,7 +210,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		t = *c.Spec.Target
 	}
 	hints := targetHints(t)
-	hints[failure.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
+	hints[workerv1.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
 	var ns string
 	if adminRun {
 		// The render runs in the template namespace, where the template's
@@ -239,7 +238,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	} else {
 		hints = configErrorHint(entitlement.SecretRights(c.Namespace, "spec.target", t.PushSecretRef, t.CASecretRef), hints)
 	}
-	hints[failure.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
+	hints[workerv1.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)
 	if adminRun && t.PushSecretRef != nil {
 		// The template's Secret, in the template namespace: named by the

@@ -6,7 +6,6 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/failure"
 )
 
 // resourceSigning mounts a resource's own signing key (spec.signing) and
@@ -34,10 +33,10 @@ func profileSigning(m *pipeline.Mounts, p *v1alpha1.EnvironmentProfile, res work
 
 // addSigningHints say how to fix each signing failure.
 func addSigningHints(hints map[string]string, field, who string) {
-	hints[failure.ReasonSigningKeyMissing] = fmt.Sprintf("%screate the Secret of %s with the key in cosign.key (cosign generate-key-pair k8s://<namespace>/<name> writes one)%s", who, field, rerunHint)
-	hints[failure.ReasonSigningKeyPassword] = fmt.Sprintf("%sput the key's password in cosign.password of the Secret of %s%s", who, field, rerunHint)
-	hints[failure.ReasonSigningKeyUnsupported] = fmt.Sprintf("%sput an ECDSA P-256 key in cosign.key of the Secret of %s: cosign's encrypted PEM or plain PKCS#8 PEM%s", who, field, rerunHint)
-	hints[failure.ReasonSignaturePush] = "the artifact itself is pushed (status.digest); the next attempt only attaches its signature and provenance"
+	hints[workerv1.ReasonSigningKeyMissing] = fmt.Sprintf("%screate the Secret of %s with the key in cosign.key (cosign generate-key-pair k8s://<namespace>/<name> writes one)%s", who, field, rerunHint)
+	hints[workerv1.ReasonSigningKeyPassword] = fmt.Sprintf("%sput the key's password in cosign.password of the Secret of %s%s", who, field, rerunHint)
+	hints[workerv1.ReasonSigningKeyUnsupported] = fmt.Sprintf("%sput an ECDSA P-256 key in cosign.key of the Secret of %s: cosign's encrypted PEM or plain PKCS#8 PEM%s", who, field, rerunHint)
+	hints[workerv1.ReasonSignaturePush] = "the artifact itself is pushed (status.digest); the next attempt only attaches its signature and provenance"
 }
 
 // resourceOf names obj for the provenance.

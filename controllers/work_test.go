@@ -15,7 +15,6 @@ import (
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -63,8 +62,8 @@ func TestArtifactWork(t *testing.T) {
 			a:      wrappers.MakeArtifact("a", "ns").Obj(),
 			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonRegistryAuth: "no spec.target.pushSecretRef is set",
-				failure.ReasonSourceAuth:   "the source needs credentials: reference a Secret in spec.source",
+				workerv1.ReasonRegistryAuth: "no spec.target.pushSecretRef is set",
+				workerv1.ReasonSourceAuth:   "the source needs credentials: reference a Secret in spec.source",
 			}},
 		{name: "Hugging Face token and push Secret",
 			a: wrappers.MakeArtifact("a", "ns").HFToken("hf").PushSecret("push").Obj(),
@@ -77,9 +76,9 @@ func TestArtifactWork(t *testing.T) {
 			},
 			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonRegistryAuth: `Secret "push" (spec.target.pushSecretRef)`,
-				failure.ReasonSourceAuth:   `Secret "hf" key "token" (spec.source.huggingFace.tokenSecretRef)`,
-				pipeline.ReasonConfigError: `Secret "hf" (spec.source.huggingFace.tokenSecretRef), Secret "push" (spec.target.pushSecretRef)`,
+				workerv1.ReasonRegistryAuth: `Secret "push" (spec.target.pushSecretRef)`,
+				workerv1.ReasonSourceAuth:   `Secret "hf" key "token" (spec.source.huggingFace.tokenSecretRef)`,
+				pipeline.ReasonConfigError:  `Secret "hf" (spec.source.huggingFace.tokenSecretRef), Secret "push" (spec.target.pushSecretRef)`,
 			}},
 		{name: "Git with credentials: only the credential keys",
 			a: wrappers.MakeArtifact("a", "ns").Git("https://git.example.com/m.git", "v1", "models").GitSecret("git").Obj(),
@@ -89,7 +88,7 @@ func TestArtifactWork(t *testing.T) {
 			},
 			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonSourceAuth:   `Secret "git" (spec.source.git.secretRef)`,
+				workerv1.ReasonSourceAuth:  `Secret "git" (spec.source.git.secretRef)`,
 				pipeline.ReasonConfigError: `Secret "git" (spec.source.git.secretRef)`,
 			}},
 		{name: "OCI source with a pull Secret",
@@ -101,7 +100,7 @@ func TestArtifactWork(t *testing.T) {
 			},
 			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonSourceAuth:   `Secret "pull" (spec.source.oci.pullSecretRef)`,
+				workerv1.ReasonSourceAuth:  `Secret "pull" (spec.source.oci.pullSecretRef)`,
 				pipeline.ReasonConfigError: `Secret "pull" (spec.source.oci.pullSecretRef)`,
 			}},
 		{name: "PVC source, mounted read-only",

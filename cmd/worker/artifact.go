@@ -45,13 +45,13 @@ func runArtifact(ctx context.Context) workerv1.Result {
 	started := time.Now().UTC()
 	var a workerv1.Artifact
 	if err := workerv1.LoadSpec(&a); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	if err := format.CheckCompression(a.Compression); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.%w", err)))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("spec.%w", err)))
 	}
 	if a.Target.Repository == "" {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
 	}
 	ctx, waitSigner, err := startSigner(ctx, a.Signing)
 	if err != nil {
@@ -122,7 +122,7 @@ func artifact(ctx context.Context, a workerv1.Artifact, repo *remote.Repository,
 	inputKey := ""
 	if rev, ok := source.Identify(ctx, a.Source, env); ok {
 		if inputKey, err = push.InputKey(input{a.Source, a.Format, a.Compression, a.Kitfile, a.Annotations, rev}); err != nil {
-			return workerv1.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+			return workerv1.Result{}, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 		}
 		desc, st, ok, err := push.ReuseManifest(ctx, repo, prev, inputKey, a.Target.Tag)
 		if err != nil {
@@ -181,7 +181,7 @@ type input struct {
 func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string) bool, error) {
 	dir, err := kitfile.Scan(f.Root)
 	if err != nil {
-		return nil, nil, failure.Permanent(failure.ReasonPackFailed, err)
+		return nil, nil, failure.Permanent(workerv1.ReasonPackFailed, err)
 	}
 	kf := kitfile.Generate(dir)
 	kf.Package.Name = f.Name
@@ -189,7 +189,7 @@ func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string)
 	if user != "" {
 		u, err := kitfile.Parse([]byte(user))
 		if err != nil {
-			return nil, nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.kitfile: %w", err))
+			return nil, nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("spec.kitfile: %w", err))
 		}
 		kf = kitfile.Merge(kf, u)
 		for _, p := range u.Paths() {
@@ -197,7 +197,7 @@ func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string)
 		}
 	}
 	if err := kitfile.Validate(kf, f.Root); err != nil {
-		return nil, nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+		return nil, nil, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 	}
 	return kf, func(p string) bool { return stated[path.Clean(p)] }, nil
 }

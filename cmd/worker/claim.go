@@ -34,7 +34,7 @@ func runClaim(ctx context.Context) workerv1.Result {
 	started := time.Now().UTC()
 	var c workerv1.Claim
 	if err := workerv1.LoadSpec(&c); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	if c.Check {
 		// A template check renders and pushes nothing, so it needs no
@@ -50,7 +50,7 @@ func runClaim(ctx context.Context) workerv1.Result {
 		return failure.ToResult(err)
 	}
 	if c.Target.Repository == "" {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target repository is empty")))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("target repository is empty")))
 	}
 	repo, err := registry.Repository(c.Target.Repository, registry.TargetOptions(c.Target))
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
@@ -71,8 +70,8 @@ func TestClaimFailureResults(t *testing.T) {
 		ref    string
 		reason string
 	}{
-		{"remote base", "apps/remote/base", "main", failure.ReasonTemplateRejected},
-		{"unknown ref", "apps/code-server/base", "release-9", failure.ReasonSourceNotFound},
+		{"remote base", "apps/remote/base", "main", workerv1.ReasonTemplateRejected},
+		{"unknown ref", "apps/code-server/base", "release-9", workerv1.ReasonSourceNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +95,7 @@ func TestClaimFailureResults(t *testing.T) {
 		}
 		b, _ := os.ReadFile(log)
 		res, err := workerv1.ParseResult(b)
-		if err != nil || res.Error.Reason != failure.ReasonInvalidSpec || !res.Error.Permanent {
+		if err != nil || res.Error.Reason != workerv1.ReasonInvalidSpec || !res.Error.Permanent {
 			t.Errorf("result %s (%v), want permanent InvalidSpec", b, err)
 		}
 	})

@@ -23,7 +23,7 @@ func init() { commands["delete"] = runDelete }
 func runDelete(ctx context.Context) workerv1.Result {
 	var d workerv1.Delete
 	if err := workerv1.LoadSpec(&d); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	r, err := deleteArtifact(ctx, d)
 	if err != nil {
@@ -84,7 +84,7 @@ func deleteSideKeys(ctx context.Context, repo *remote.Repository, subject digest
 func pushedRepository(reference string, t workerv1.Target) (repoRef, digest string, repo *remote.Repository, err error) {
 	repoRef, digest, ok := strings.Cut(reference, "@")
 	if !ok || !strings.HasPrefix(digest, "sha256:") {
-		return "", "", nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", reference))
+		return "", "", nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", reference))
 	}
 	repo, err = registry.Repository(repoRef, registry.TargetOptions(t))
 	return repoRef, digest, repo, err

@@ -11,7 +11,6 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
@@ -45,7 +44,7 @@ func TestArtifactSymlinkEscapes(t *testing.T) {
 			a.Format = v1alpha1.FormatModelKit
 			a.Target = workerv1.Target{Repository: host + "/escape/" + filepath.Base(t.Name()), Tag: "v1", PlainHTTP: true}
 			code, res := runWorker(t, a)
-			if code == 0 || !res.Failed() || res.Error.Reason != failure.ReasonInvalidSpec || !res.Error.Permanent {
+			if code == 0 || !res.Failed() || res.Error.Reason != workerv1.ReasonInvalidSpec || !res.Error.Permanent {
 				t.Fatalf("exit %d, result %+v; want a permanent InvalidSpec", code, res)
 			}
 			repo, err := registry.Repository(a.Target.Repository, registry.Options{PlainHTTP: true})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
 )
@@ -31,10 +30,10 @@ func TestClaimPrivateTemplate(t *testing.T) {
 		wantReason string
 	}{
 		{name: "right credential", files: map[string]string{"username": "platform-bot", "password": password + "\n"}},
-		{name: "wrong credential", files: map[string]string{"username": "platform-bot", "password": "not-" + password}, wantReason: failure.ReasonTemplateAuth},
-		{name: "no credential", files: map[string]string{}, wantReason: failure.ReasonTemplateAuth},
+		{name: "wrong credential", files: map[string]string{"username": "platform-bot", "password": "not-" + password}, wantReason: workerv1.ReasonTemplateAuth},
+		{name: "no credential", files: map[string]string{}, wantReason: workerv1.ReasonTemplateAuth},
 		{name: "credential in the url", files: map[string]string{"username": "platform-bot", "password": password},
-			url: strings.Replace(git.URL, "http://", "http://platform-bot:"+password+"@", 1), wantReason: failure.ReasonInvalidSpec},
+			url: strings.Replace(git.URL, "http://", "http://platform-bot:"+password+"@", 1), wantReason: workerv1.ReasonInvalidSpec},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,10 +16,6 @@ import (
 	"github.com/packline/packline/jobs/registry"
 )
 
-// ReasonResultUnavailable: a dispatched run completed, but its tag names
-// nothing in the registry.
-const ReasonResultUnavailable = "ResultUnavailable"
-
 func init() { commands["resolve"] = runResolve }
 
 // runResolve reports what the target tag names, as the run that pushed it
@@ -28,7 +24,7 @@ func init() { commands["resolve"] = runResolve }
 func runResolve(ctx context.Context) workerv1.Result {
 	var r workerv1.Resolve
 	if err := workerv1.LoadSpec(&r); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	res, err := resolveTag(ctx, r.Target)
 	if err != nil {
@@ -49,7 +45,7 @@ func resolveTag(ctx context.Context, t workerv1.Target) (workerv1.Result, error)
 	desc, rc, err := repo.FetchReference(ctx, tag)
 	switch {
 	case errors.Is(err, errdef.ErrNotFound):
-		return workerv1.Result{}, failure.Permanent(ReasonResultUnavailable,
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonResultUnavailable,
 			fmt.Errorf("the run completed on a worker cluster, but tag %s of %s names nothing", tag, t.Repository))
 	case err != nil:
 		return workerv1.Result{}, failure.Registry(err)
@@ -61,7 +57,7 @@ func resolveTag(ctx context.Context, t workerv1.Target) (workerv1.Result, error)
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return workerv1.Result{}, failure.Permanent(ReasonResultUnavailable, fmt.Errorf("tag %s of %s is not an image manifest: %v", tag, t.Repository, err))
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonResultUnavailable, fmt.Errorf("tag %s of %s is not an image manifest: %v", tag, t.Repository, err))
 	}
 	artifactType := m.ArtifactType
 	if artifactType == "" {

@@ -42,7 +42,7 @@ func TestResolveOnRealRegistry(t *testing.T) {
 	}
 	target.Tag = "v9"
 	if code, res := runCommand(t, "resolve", workerv1.Resolve{Target: target}); code == 0 || res.Error == nil ||
-		res.Error.Reason != ReasonResultUnavailable || !res.Error.Permanent {
+		res.Error.Reason != workerv1.ReasonResultUnavailable || !res.Error.Permanent {
 		t.Errorf("an unknown tag: exit %d, result %+v", code, res)
 	}
 }

@@ -48,7 +48,7 @@ func startSigner(ctx context.Context, s *workerv1.Signing) (context.Context, fun
 	dir := envOr(EnvSigningKeyDir, workerv1.SigningKeyDir)
 	keyPEM, err := readSmall(filepath.Join(dir, workerv1.SigningKeyFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return ctx, none, failure.Permanent(failure.ReasonSigningKeyMissing, fmt.Errorf("%s: reading %s: %v", s.KeyField, workerv1.SigningKeyFile, err))
+		return ctx, none, failure.Permanent(workerv1.ReasonSigningKeyMissing, fmt.Errorf("%s: reading %s: %v", s.KeyField, workerv1.SigningKeyFile, err))
 	}
 	key, err := sign.ParseKey(keyPEM)
 	if err != nil {
@@ -85,12 +85,12 @@ func startSigner(ctx context.Context, s *workerv1.Signing) (context.Context, fun
 
 // keyFailure turns a key error into its reason, naming the field.
 func keyFailure(s *workerv1.Signing, err error) error {
-	reason := failure.ReasonSigningKeyUnsupported
+	reason := workerv1.ReasonSigningKeyUnsupported
 	switch {
 	case errors.Is(err, sign.ErrKeyMissing):
-		reason = failure.ReasonSigningKeyMissing
+		reason = workerv1.ReasonSigningKeyMissing
 	case errors.Is(err, sign.ErrWrongPassword):
-		reason = failure.ReasonSigningKeyPassword
+		reason = workerv1.ReasonSigningKeyPassword
 	}
 	return failure.Permanent(reason, fmt.Errorf("%s: %v", s.KeyField, err))
 }
@@ -136,27 +136,27 @@ func signPushed(ctx context.Context, signer *sign.Signer, t oras.Target, reposit
 	}
 	d, err := digest.Parse(res.Digest)
 	if err != nil {
-		return fail(failure.Permanent(failure.ReasonPushFailed, err))
+		return fail(failure.Permanent(workerv1.ReasonPushFailed, err))
 	}
 	prov.FinishedOn = time.Now().UTC()
 	statement, err := sign.Statement(repository, d, prov)
 	if err != nil {
-		return fail(failure.Permanent(failure.ReasonSignaturePush, err))
+		return fail(failure.Permanent(workerv1.ReasonSignaturePush, err))
 	}
 	att, err := signer.Attach(ctx, t, repository, d, statement)
 	var pe *sign.PushError
 	if errors.As(err, &pe) {
 		classified := failure.Registry(pe.Err)
 		var fe *failure.Error
-		if errors.As(classified, &fe) && fe.Reason != failure.ReasonRegistryAuth {
+		if errors.As(classified, &fe) && fe.Reason != workerv1.ReasonRegistryAuth {
 			// Anything but refused credentials is worth another attempt,
 			// which pushes nothing but the signature.
-			classified = failure.Retryable(failure.ReasonSignaturePush, pe.Err)
+			classified = failure.Retryable(workerv1.ReasonSignaturePush, pe.Err)
 		}
 		return fail(wrapMessage(classified, fmt.Sprintf("%s is pushed, but attaching its signature failed: pushing %s", res.Reference, pe.Tag)))
 	}
 	if err != nil {
-		return fail(failure.Retryable(failure.ReasonSignaturePush, err))
+		return fail(failure.Retryable(workerv1.ReasonSignaturePush, err))
 	}
 	res.Signature, res.Attestation = att.Signature.String(), att.Attestation.String()
 	fmt.Fprintf(os.Stderr, "sign: %s signed (%s) with provenance (%s)\n", res.Reference, res.Signature, res.Attestation)

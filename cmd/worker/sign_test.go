@@ -23,7 +23,6 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/test/cosigntest"
 	"github.com/packline/packline/test/fixtures"
@@ -295,10 +294,10 @@ func TestSigningKeyFailures(t *testing.T) {
 		// early: found before the source is fetched.
 		early bool
 	}{
-		{"wrong password", keyPEM, "hunter2-not-it", failure.ReasonSigningKeyPassword, false},
-		{"no password for an encrypted key", keyPEM, "", failure.ReasonSigningKeyPassword, false},
-		{"missing key", nil, "", failure.ReasonSigningKeyMissing, true},
-		{"RSA key", rsaPEM, "", failure.ReasonSigningKeyUnsupported, true},
+		{"wrong password", keyPEM, "hunter2-not-it", workerv1.ReasonSigningKeyPassword, false},
+		{"no password for an encrypted key", keyPEM, "", workerv1.ReasonSigningKeyPassword, false},
+		{"missing key", nil, "", workerv1.ReasonSigningKeyMissing, true},
+		{"RSA key", rsaPEM, "", workerv1.ReasonSigningKeyUnsupported, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keyDir(t, tc.key, tc.password)
@@ -400,8 +399,8 @@ func TestSignaturePushRetriedWithoutRepush(t *testing.T) {
 
 	reg.down.Store(true)
 	code, res := runWorker(t, a)
-	if code != 1 || !res.Failed() || res.Error.Reason != failure.ReasonSignaturePush || res.Error.Permanent {
-		t.Fatalf("exit %d, error %+v; want retryable %s", code, res.Error, failure.ReasonSignaturePush)
+	if code != 1 || !res.Failed() || res.Error.Reason != workerv1.ReasonSignaturePush || res.Error.Permanent {
+		t.Fatalf("exit %d, error %+v; want retryable %s", code, res.Error, workerv1.ReasonSignaturePush)
 	}
 	if p := res.Error.Pushed; p == nil || !strings.HasSuffix(p.Reference, "@"+p.Digest) || p.SourceRevision == "" {
 		t.Fatalf("failure does not name the pushed artifact: %+v", res.Error)

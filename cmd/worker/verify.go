@@ -11,14 +11,6 @@ import (
 	"github.com/packline/packline/jobs/failure"
 )
 
-// Reasons a periodic verification reports (spec.verifyInterval).
-const (
-	// ReasonArtifactMissing: the pushed digest is no longer in the registry.
-	ReasonArtifactMissing = "ArtifactMissing"
-	// ReasonTagMoved: the tag resolves to another digest, or to none.
-	ReasonTagMoved = "TagMoved"
-)
-
 func init() { commands["verify"] = runVerify }
 
 // runVerify checks, with the push credentials, that the pushed manifest is
@@ -27,7 +19,7 @@ func init() { commands["verify"] = runVerify }
 func runVerify(ctx context.Context) workerv1.Result {
 	var v workerv1.Verify
 	if err := workerv1.LoadSpec(&v); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	r, err := verifyPushed(ctx, v)
 	if err != nil {
@@ -44,7 +36,7 @@ func verifyPushed(ctx context.Context, v workerv1.Verify) (workerv1.Result, erro
 	desc, err := repo.Resolve(ctx, dgst)
 	switch {
 	case errors.Is(err, errdef.ErrNotFound):
-		return workerv1.Result{}, failure.Permanent(ReasonArtifactMissing, fmt.Errorf("%s is no longer in the registry", v.Reference))
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonArtifactMissing, fmt.Errorf("%s is no longer in the registry", v.Reference))
 	case err != nil:
 		return workerv1.Result{}, failure.Registry(err)
 	}
@@ -52,11 +44,11 @@ func verifyPushed(ctx context.Context, v workerv1.Verify) (workerv1.Result, erro
 		cur, err := repo.Resolve(ctx, tag)
 		switch {
 		case errors.Is(err, errdef.ErrNotFound):
-			return workerv1.Result{}, failure.Permanent(ReasonTagMoved, fmt.Errorf("tag %s of %s no longer exists; it pointed at %s", tag, repoRef, dgst))
+			return workerv1.Result{}, failure.Permanent(workerv1.ReasonTagMoved, fmt.Errorf("tag %s of %s no longer exists; it pointed at %s", tag, repoRef, dgst))
 		case err != nil:
 			return workerv1.Result{}, failure.Registry(err)
 		case cur.Digest.String() != dgst:
-			return workerv1.Result{}, failure.Permanent(ReasonTagMoved, fmt.Errorf("tag %s of %s now points at %s, not the pushed %s", tag, repoRef, cur.Digest, dgst))
+			return workerv1.Result{}, failure.Permanent(workerv1.ReasonTagMoved, fmt.Errorf("tag %s of %s now points at %s, not the pushed %s", tag, repoRef, cur.Digest, dgst))
 		}
 	}
 	return workerv1.Result{Digest: dgst, Reference: v.Reference, MediaType: desc.MediaType, Size: desc.Size, Tag: v.Target.Tag}, nil

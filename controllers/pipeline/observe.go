@@ -25,13 +25,12 @@ const (
 
 // Reasons the controller itself reports (the worker's come in its result).
 const (
-	ReasonInvalidResult    = "InvalidResult"
-	ReasonDeadlineExceeded = "DeadlineExceeded"
-	ReasonWorkerCrashed    = "WorkerCrashed"
-	ReasonUnschedulable    = "Unschedulable"
-	ReasonWaitingForPod    = "WaitingForPod"
-	ReasonQueued           = "Queued"
-	ReasonRunning          = "Running"
+	ReasonInvalidResult = "InvalidResult"
+	ReasonWorkerCrashed = "WorkerCrashed"
+	ReasonUnschedulable = "Unschedulable"
+	ReasonWaitingForPod = "WaitingForPod"
+	ReasonQueued        = "Queued"
+	ReasonRunning       = "Running"
 	// ReasonServiceAccountMissing: --worker-service-account is not in the namespace.
 	ReasonServiceAccountMissing = "ServiceAccountMissing"
 	// ReasonConfigError is the kubelet's: a Secret (or key) the pod
@@ -131,7 +130,7 @@ func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Ob
 
 func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) Observation {
 	if c.Reason == batchv1.JobReasonDeadlineExceeded {
-		return Observation{State: StateFailed, Reason: ReasonDeadlineExceeded,
+		return Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded,
 			Message: "attempt ran longer than spec.timeout (Job activeDeadlineSeconds)"}
 	}
 	if term == nil {

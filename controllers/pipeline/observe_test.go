@@ -74,7 +74,7 @@ func TestObserve(t *testing.T) {
 			[]corev1.Pod{*pod().Terminated(2, "panic: boom").Obj()},
 			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
 		{"deadline exceeded", MakeJob("j", "ns").Failed(batchv1.JobReasonDeadlineExceeded).Obj(), nil,
-			Observation{State: StateFailed, Reason: ReasonDeadlineExceeded}},
+			Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded}},
 		{"dispatched, running on a worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Active().Obj(), nil,
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"dispatched, completed: the result stays on the worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Complete().Obj(), nil,

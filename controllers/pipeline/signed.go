@@ -13,15 +13,14 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/failure"
 )
 
 // signingReasons are the worker's failures that leave a run unsigned.
 var signingReasons = map[string]bool{
-	failure.ReasonSigningKeyMissing:     true,
-	failure.ReasonSigningKeyPassword:    true,
-	failure.ReasonSigningKeyUnsupported: true,
-	failure.ReasonSignaturePush:         true,
+	workerv1.ReasonSigningKeyMissing:     true,
+	workerv1.ReasonSigningKeyPassword:    true,
+	workerv1.ReasonSigningKeyUnsupported: true,
+	workerv1.ReasonSignaturePush:         true,
 }
 
 // recordSigning moves status.signature, status.attestation and the Signed

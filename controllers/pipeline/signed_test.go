@@ -13,7 +13,6 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/failure"
 	. "github.com/packline/packline/test/wrappers"
 )
 
@@ -40,13 +39,13 @@ func TestRecordSigning(t *testing.T) {
 		{name: "unsigned run", phase: v1alpha1.PhaseSucceeded,
 			o: Observation{State: StateSucceeded, Result: &workerv1.Result{Digest: digest, Reference: "r@" + digest}}},
 		{name: "signature push failed after the push", phase: v1alpha1.PhaseRetrying,
-			o:    Observation{State: StateFailed, Reason: failure.ReasonSignaturePush, Message: "registry went away", Pushed: pushed},
-			want: want{digest: digest, signed: metav1.ConditionFalse, reason: failure.ReasonSignaturePush}},
+			o:    Observation{State: StateFailed, Reason: workerv1.ReasonSignaturePush, Message: "registry went away", Pushed: pushed},
+			want: want{digest: digest, signed: metav1.ConditionFalse, reason: workerv1.ReasonSignaturePush}},
 		{name: "wrong password before anything was pushed", phase: v1alpha1.PhaseFailed,
-			o:    Observation{State: StateFailed, Reason: failure.ReasonSigningKeyPassword, Message: "cannot decrypt", Permanent: true},
-			want: want{signed: metav1.ConditionFalse, reason: failure.ReasonSigningKeyPassword}},
+			o:    Observation{State: StateFailed, Reason: workerv1.ReasonSigningKeyPassword, Message: "cannot decrypt", Permanent: true},
+			want: want{signed: metav1.ConditionFalse, reason: workerv1.ReasonSigningKeyPassword}},
 		{name: "other failure", phase: v1alpha1.PhaseRetrying,
-			o: Observation{State: StateFailed, Reason: failure.ReasonRegistryFailed, Message: "503"}},
+			o: Observation{State: StateFailed, Reason: workerv1.ReasonRegistryFailed, Message: "503"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &v1alpha1.PipelineStatus{}

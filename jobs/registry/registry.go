@@ -41,7 +41,7 @@ func TargetOptions(t workerv1.Target) Options {
 func Repository(ref string, o Options) (*remote.Repository, error) {
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
-		return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("repository %q: %w", ref, err))
+		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("repository %q: %w", ref, err))
 	}
 	repo.PlainHTTP = o.PlainHTTP
 	client, err := Client(o)
@@ -64,14 +64,14 @@ func Client(o Options) (*auth.Client, error) {
 		if o.CAFile != "" {
 			pem, err := os.ReadFile(o.CAFile)
 			if err != nil {
-				return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reading CA bundle: %w", err))
+				return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("reading CA bundle: %w", err))
 			}
 			pool, err := x509.SystemCertPool()
 			if err != nil {
 				pool = x509.NewCertPool()
 			}
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("CA bundle %s holds no PEM certificate", o.CAFile))
+				return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("CA bundle %s holds no PEM certificate", o.CAFile))
 			}
 			cfg.RootCAs = pool
 		}
@@ -91,7 +91,7 @@ func Client(o Options) (*auth.Client, error) {
 		if _, err := os.Stat(path); err == nil {
 			store, err := credentials.NewStore(path, credentials.StoreOptions{})
 			if err != nil {
-				return nil, failure.Permanent(failure.ReasonRegistryAuth, fmt.Errorf("reading registry credentials: %w", err))
+				return nil, failure.Permanent(workerv1.ReasonRegistryAuth, fmt.Errorf("reading registry credentials: %w", err))
 			}
 			client.Credential = credentials.Credential(store)
 		}

@@ -236,10 +236,10 @@ func TestRunFailures(t *testing.T) {
 		reason string
 		perm   bool
 	}{
-		{"no target", func(c *workerv1.Claim) { c.Target.Repository = "" }, failure.ReasonInvalidSpec, true},
-		{"unknown ref", func(c *workerv1.Claim) { c.Template.Source.Ref = "no-such-branch" }, failure.ReasonSourceNotFound, true},
-		{"bad template path", func(c *workerv1.Claim) { c.Template.Source.Path = "apps/missing" }, failure.ReasonRenderFailed, true},
-		{"registry refuses connections", func(c *workerv1.Claim) { c.Target.Repository = closedPort(t) + "/claims/x" }, failure.ReasonRegistryFailed, false},
+		{"no target", func(c *workerv1.Claim) { c.Target.Repository = "" }, workerv1.ReasonInvalidSpec, true},
+		{"unknown ref", func(c *workerv1.Claim) { c.Template.Source.Ref = "no-such-branch" }, workerv1.ReasonSourceNotFound, true},
+		{"bad template path", func(c *workerv1.Claim) { c.Template.Source.Path = "apps/missing" }, workerv1.ReasonRenderFailed, true},
+		{"registry refuses connections", func(c *workerv1.Claim) { c.Target.Repository = closedPort(t) + "/claims/x" }, workerv1.ReasonRegistryFailed, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

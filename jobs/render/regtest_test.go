@@ -51,8 +51,8 @@ func TestRealRegistry(t *testing.T) {
 		t.Setenv(workerv1.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "wrong"))
 		_, err := runClaim(t, pushClaim(srv.URL, reg.Host, "claims/team-a/code", "v1", nil, t))
 		var fe *failure.Error
-		if !errors.As(err, &fe) || fe.Reason != failure.ReasonRegistryAuth || !fe.Permanent {
-			t.Fatalf("want permanent %s, got %v", failure.ReasonRegistryAuth, err)
+		if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonRegistryAuth || !fe.Permanent {
+			t.Fatalf("want permanent %s, got %v", workerv1.ReasonRegistryAuth, err)
 		}
 	})
 	t.Run("registry down", func(t *testing.T) {

@@ -33,7 +33,7 @@ type Options struct {
 // errors are classified (see package failure) for main to report.
 func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, error) {
 	if c.Target.Repository == "" && !c.Check {
-		return workerv1.Result{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("target repository is empty"))
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonInvalidSpec, errors.New("target repository is empty"))
 	}
 	tag := c.Target.Tag
 	if tag == "" {
@@ -56,7 +56,7 @@ func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, err
 	}
 	layer, err := archive.Write(files)
 	if err != nil {
-		return workerv1.Result{}, failure.Permanent(failure.ReasonRenderFailed, err)
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonRenderFailed, err)
 	}
 	if c.Check {
 		return workerv1.Result{Check: true, Digest: digest.FromBytes(layer).String(), Size: int64(len(layer)),

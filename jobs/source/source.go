@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/pack"
@@ -113,7 +114,7 @@ func Fetch(ctx context.Context, s v1alpha1.ArtifactSource, env Env) (Fetched, er
 	case s.Volume != nil:
 		return findVolume(*s.Volume, env)
 	}
-	return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("source: no huggingFace, git, http or volume source set"))
+	return Fetched{}, failure.Permanent(workerv1.ReasonInvalidSpec, errors.New("source: no huggingFace, git, http or volume source set"))
 }
 
 // srcDir returns a fresh, empty folder in the workspace for name.
