@@ -36,7 +36,7 @@ func addSigningHints(hints map[string]string, field, who string) {
 	hints[workerv1.ReasonSigningKeyMissing] = fmt.Sprintf("%screate the Secret of %s with the key in cosign.key (cosign generate-key-pair k8s://<namespace>/<name> writes one)%s", who, field, rerunHint)
 	hints[workerv1.ReasonSigningKeyPassword] = fmt.Sprintf("%sput the key's password in cosign.password of the Secret of %s%s", who, field, rerunHint)
 	hints[workerv1.ReasonSigningKeyUnsupported] = fmt.Sprintf("%sput an ECDSA P-256 key in cosign.key of the Secret of %s: cosign's encrypted PEM or plain PKCS#8 PEM%s", who, field, rerunHint)
-	hints[workerv1.ReasonSignaturePush] = "the artifact itself is pushed (status.digest); the next attempt only attaches its signature and provenance"
+	hints[workerv1.ReasonSignaturePush] = workerv1.Reasons[workerv1.ReasonSignaturePush].Hint
 }
 
 // resourceOf names obj for the provenance.

@@ -99,7 +99,7 @@ var Reasons = map[string]Info{
 	ReasonSigningKeyMissing:     {Permanent, "create the signing key Secret with cosign.key"},
 	ReasonSigningKeyPassword:    {Permanent, "put the key's password in cosign.password of the signing key Secret"},
 	ReasonSigningKeyUnsupported: {Permanent, "use an ECDSA P-256 key: cosign's encrypted PEM or plain PKCS#8 PEM"},
-	ReasonSignaturePush:         {ByCause, "the artifact is pushed; the next attempt only attaches its signature"},
+	ReasonSignaturePush:         {ByCause, "the artifact itself is pushed (status.digest); the next attempt only attaches its signature and provenance"},
 	ReasonArtifactMissing:       {Permanent, "the pushed digest is gone from the registry; run again to push it"},
 	ReasonTagMoved:              {Permanent, "the tag no longer points at the pushed digest; run again to push it"},
 	ReasonResultUnavailable:     {Permanent, "the run completed but its tag names nothing in the registry"},
