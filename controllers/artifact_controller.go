@@ -21,9 +21,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // ArtifactReconciler runs the pipeline for Artifacts.
@@ -56,7 +56,7 @@ func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if err != nil {
 			return work, err
 		}
-		doc := work.Spec.(spec.Artifact)
+		doc := work.Spec.(workerv1.Artifact)
 		// The last push, as loaded (before a new run clears status): the
 		// worker re-uses its layers whatever the tag now says. Only a push
 		// the manager sealed: the worker trusts that manifest's layer keys.
@@ -161,16 +161,16 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 	src := a.Spec.Source
 	switch {
 	case src.HuggingFace != nil && src.HuggingFace.TokenSecretRef != nil:
-		m.SecretEnv(spec.EnvHFToken, *src.HuggingFace.TokenSecretRef)
+		m.SecretEnv(workerv1.EnvHFToken, *src.HuggingFace.TokenSecretRef)
 	case src.Git != nil && src.Git.SecretRef != nil:
-		m.SecretKeys("source-auth", src.Git.SecretRef.Name, spec.SourceAuthDir, pipeline.GitCredentialKeys...)
+		m.SecretKeys("source-auth", src.Git.SecretRef.Name, workerv1.SourceAuthDir, pipeline.GitCredentialKeys...)
 	case src.OCI != nil && src.OCI.PullSecretRef != nil:
 		m.PullSecret(src.OCI.PullSecretRef.Name)
 	case src.Volume != nil:
 		m.Volumes = append(m.Volumes, corev1.Volume{Name: "source-volume", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: src.Volume.ClaimName, ReadOnly: true},
 		}})
-		m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: "source-volume", MountPath: spec.SourceVolumeDir, ReadOnly: true})
+		m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: "source-volume", MountPath: workerv1.SourceVolumeDir, ReadOnly: true})
 		m.Source("source-volume", fmt.Sprintf("PersistentVolumeClaim %q (spec.source.volume.claimName)", src.Volume.ClaimName))
 	}
 	target := m.Target(a.Spec.Target, a.Spec.Target.Repository)
@@ -182,7 +182,7 @@ func ArtifactWork(a *v1alpha1.Artifact) (pipeline.Work, error) {
 	signing := resourceSigning(&m, a.Spec.Signing, resourceOf("Artifact", a), hints)
 	return pipeline.Work{
 		Command: "artifact",
-		Spec: spec.Artifact{
+		Spec: workerv1.Artifact{
 			Source: src, Format: a.Spec.Format, Compression: a.Spec.Compression, Kitfile: a.Spec.Kitfile, Target: target,
 			Signing: signing,
 			// Previous is the Reconcile's to fill in: only a sealed push.

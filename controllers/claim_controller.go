@@ -22,12 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/delivery"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Reasons a Claim cannot render yet; the rules behind them are in
@@ -212,7 +211,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		t = *c.Spec.Target
 	}
 	hints := targetHints(t)
-	hints[failure.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
+	hints[workerv1.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
 	var ns string
 	if adminRun {
 		// The render runs in the template namespace, where the template's
@@ -231,7 +230,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// pkg/volume/secret MakePayload) unless the volume is optional,
 		// which skips missing keys; SecretKeys makes it optional, since a
 		// credential uses only some of the keys.
-		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
+		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, workerv1.TemplateAuthDir, pipeline.GitCredentialKeys...)
 	}
 	if adminRun {
 		// In the template namespace: an admin fixes them, and the tenant is
@@ -240,7 +239,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	} else {
 		hints = configErrorHint(entitlement.SecretRights(c.Namespace, "spec.target", t.PushSecretRef, t.CASecretRef), hints)
 	}
-	hints[failure.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
+	hints[workerv1.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
 	target := m.Target(t, repo)
 	if adminRun && t.PushSecretRef != nil {
 		// The template's Secret, in the template namespace: named by the
@@ -265,7 +264,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	tplSpec.Parameters = params
 	// The worker applies only the chosen exposure's component.
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
-	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
+	doc := workerv1.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
 		Exposure: c.Spec.Exposure, Target: target}
 	if profileSigns {
 		doc.Signing = profileSigning(&m, profile, resourceOf("Claim", c), hints)

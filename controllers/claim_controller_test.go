@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -28,13 +28,13 @@ func getClaim(g Gomega, key client.ObjectKey) *v1alpha1.Claim {
 	return c
 }
 
-func workerSpec(g Gomega, ns, owner string) spec.Claim {
+func workerSpec(g Gomega, ns, owner string) workerv1.Claim {
 	jobs := jobsOf(g, ns, owner)
 	g.Expect(jobs).NotTo(BeEmpty())
-	var doc spec.Claim
+	var doc workerv1.Claim
 	for _, e := range jobs[len(jobs)-1].Spec.Template.Spec.Containers[0].Env {
-		if e.Name == spec.EnvSpec {
-			g.Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+		if e.Name == workerv1.EnvSpec {
+			g.Expect(workerv1.DecodeSpec([]byte(e.Value), &doc)).To(Succeed())
 		}
 	}
 	return doc

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	. "github.com/packline/packline/test/wrappers"
 )
 
@@ -52,10 +52,10 @@ func TestDeletionPolicyDelete(t *testing.T) {
 			if len(c.Args) != 1 || c.Args[0] != "delete" {
 				t.Fatalf("cleanup args = %v", c.Args)
 			}
-			var doc spec.Delete
+			var doc workerv1.Delete
 			for _, e := range c.Env {
-				if e.Name == spec.EnvSpec {
-					NewWithT(t).Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+				if e.Name == workerv1.EnvSpec {
+					NewWithT(t).Expect(workerv1.DecodeSpec([]byte(e.Value), &doc)).To(Succeed())
 				}
 			}
 			if doc.Reference != "registry.example.com/acme/tiny@"+digest || doc.Target.Tag != "v1" {

@@ -5,18 +5,18 @@ import (
 	"strings"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/entitlement"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/failure"
 )
 
 // targetHints tell the user which Secret to fix when the registry refuses
 // credentials. The worker cannot know the Secret's name; the spec does.
 func targetHints(t v1alpha1.Target) map[string]string {
 	if t.PushSecretRef == nil {
-		return map[string]string{failure.ReasonRegistryAuth: "no spec.target.pushSecretRef is set: create a kubernetes.io/dockerconfigjson Secret for the registry and reference it there"}
+		return map[string]string{workerv1.ReasonRegistryAuth: "no spec.target.pushSecretRef is set: create a kubernetes.io/dockerconfigjson Secret for the registry and reference it there"}
 	}
-	return map[string]string{failure.ReasonRegistryAuth: fmt.Sprintf("check the credentials in Secret %q (spec.target.pushSecretRef)%s", t.PushSecretRef.Name, rerunHint)}
+	return map[string]string{workerv1.ReasonRegistryAuth: fmt.Sprintf("check the credentials in Secret %q (spec.target.pushSecretRef)%s", t.PushSecretRef.Name, rerunHint)}
 }
 
 // privateHints are the hints of a Claim of a private template. They name
@@ -28,8 +28,8 @@ func privateHints(tpl *v1alpha1.ClaimTemplate) map[string]string {
 		push = fmt.Sprintf("a platform admin must check the registry credentials of ClaimTemplate %s spec.pushSecretRef", tpl.Name)
 	}
 	return map[string]string{
-		failure.ReasonRegistryAuth: push,
-		failure.ReasonTemplateAuth: fmt.Sprintf("a platform admin must check the repository credentials of ClaimTemplate %s spec.source.secretRef", tpl.Name),
+		workerv1.ReasonRegistryAuth: push,
+		workerv1.ReasonTemplateAuth: fmt.Sprintf("a platform admin must check the repository credentials of ClaimTemplate %s spec.source.secretRef", tpl.Name),
 	}
 }
 
@@ -45,9 +45,9 @@ func sourceHints(src v1alpha1.ArtifactSource, hints map[string]string) map[strin
 		ref = fmt.Sprintf("Secret %q (spec.source.oci.pullSecretRef)", src.OCI.PullSecretRef.Name)
 	}
 	if ref != "" {
-		hints[failure.ReasonSourceAuth] = "check the credentials in " + ref + rerunHint
+		hints[workerv1.ReasonSourceAuth] = "check the credentials in " + ref + rerunHint
 	} else {
-		hints[failure.ReasonSourceAuth] = "the source needs credentials: reference a Secret in spec.source"
+		hints[workerv1.ReasonSourceAuth] = "the source needs credentials: reference a Secret in spec.source"
 	}
 	return hints
 }

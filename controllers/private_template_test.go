@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -109,13 +109,13 @@ func TestPrivateTemplateRendersInTemplateNamespace(t *testing.T) {
 	}
 	g.Expect(keys).To(ConsistOf(pipeline.GitCredentialKeys), "never the whole Secret")
 	g.Expect(job.Spec.Template.Spec.Containers[0].VolumeMounts).To(ContainElement(And(
-		HaveField("Name", "template-auth"), HaveField("MountPath", spec.TemplateAuthDir), HaveField("ReadOnly", true))))
+		HaveField("Name", "template-auth"), HaveField("MountPath", workerv1.TemplateAuthDir), HaveField("ReadOnly", true))))
 	push := volume(job, "push-auth")
 	g.Expect(push).NotTo(BeNil())
 	g.Expect(push.Secret.SecretName).To(Equal(s.pushSecret))
 	eventually(t, func(g Gomega) {
 		doc := workerSpec(g, s.tplNS, ok.Name)
-		g.Expect(doc.Target).To(Equal(spec.Target{Repository: "registry.example.com/claims/" + tenant + "/ide", Tag: "v2", PlainHTTP: true, Insecure: true}))
+		g.Expect(doc.Target).To(Equal(workerv1.Target{Repository: "registry.example.com/claims/" + tenant + "/ide", Tag: "v2", PlainHTTP: true, Insecure: true}))
 		g.Expect(workspaceIn(g, s.tplNS, ok.Name)).NotTo(BeNil())
 		g.Expect(workspaceIn(g, tenant, ok.Name)).To(BeNil())
 		g.Expect(jobsOf(g, tenant, ok.Name)).To(BeEmpty())
@@ -320,10 +320,10 @@ func TestPrivateTemplateDeletionPolicyDelete(t *testing.T) {
 				g.Expect(volume(job, "push-auth")).NotTo(BeNil())
 				g.Expect(volume(job, "push-auth").Secret.SecretName).To(Equal(s.pushSecret))
 				g.Expect(volume(job, "template-auth")).To(BeNil(), "deleting needs no repository credential")
-				var doc spec.Delete
+				var doc workerv1.Delete
 				for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-					if e.Name == spec.EnvSpec {
-						g.Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+					if e.Name == workerv1.EnvSpec {
+						g.Expect(workerv1.DecodeSpec([]byte(e.Value), &doc)).To(Succeed())
 					}
 				}
 				g.Expect(doc.Reference).To(Equal(tc.repo + "@" + digest))
@@ -461,7 +461,7 @@ func TestAdminRunTransport(t *testing.T) {
 				return
 			}
 			g.Expect(err).NotTo(HaveOccurred())
-			target := work.Spec.(spec.Claim).Target
+			target := work.Spec.(workerv1.Claim).Target
 			g.Expect([]bool{target.PlainHTTP, target.Insecure}).To(Equal([]bool{tc.wantPlain, tc.wantTL}))
 		})
 	}

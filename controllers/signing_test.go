@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -52,11 +52,11 @@ func TestArtifactSigningStatus(t *testing.T) {
 	}
 	g := NewWithT(t)
 	g.Expect(mounted).To(BeTrue(), "the signing key Secret is not mounted")
-	var doc spec.Artifact
-	g.Expect(spec.Decode([]byte(envOf(pod.Containers[0])[spec.EnvSpec]), &doc)).To(Succeed())
+	var doc workerv1.Artifact
+	g.Expect(workerv1.DecodeSpec([]byte(envOf(pod.Containers[0])[workerv1.EnvSpec]), &doc)).To(Succeed())
 	g.Expect(doc.Signing).NotTo(BeNil())
-	g.Expect(doc.Signing.Resource).To(Equal(spec.Resource{Kind: "Artifact", Namespace: ns, Name: key.Name, UID: string(getArtifact(g, key).UID), Generation: 1}))
-	g.Expect(envOf(pod.Containers[0])).NotTo(HaveKey(spec.EnvPushedDigest))
+	g.Expect(doc.Signing.Resource).To(Equal(workerv1.Resource{Kind: "Artifact", Namespace: ns, Name: key.Name, UID: string(getArtifact(g, key).UID), Generation: 1}))
+	g.Expect(envOf(pod.Containers[0])).NotTo(HaveKey(workerv1.EnvPushedDigest))
 
 	ref := "registry.example.com/acme/tiny@" + digest
 	runJob(t, job, 1, fmt.Sprintf(`{"error":{"reason":"SignaturePushFailed","message":"%s is pushed, but attaching its signature failed: connection refused","permanent":false,"pushed":{"digest":%q,"reference":%q,"sourceRevision":"c0ffee"}}}`, ref, digest, ref))
@@ -73,8 +73,8 @@ func TestArtifactSigningStatus(t *testing.T) {
 
 	job = waitJob(t, ns, key.Name, 1, 2)
 	env := envOf(job.Spec.Template.Spec.Containers[0])
-	g.Expect(env).To(HaveKeyWithValue(spec.EnvPushedDigest, digest))
-	g.Expect(env).To(HaveKeyWithValue(spec.EnvPushedRevision, "c0ffee"))
+	g.Expect(env).To(HaveKeyWithValue(workerv1.EnvPushedDigest, digest))
+	g.Expect(env).To(HaveKeyWithValue(workerv1.EnvPushedRevision, "c0ffee"))
 	runJob(t, job, 0, fmt.Sprintf(`{"digest":%q,"reference":%q,"sourceRevision":"c0ffee","signature":%q,"attestation":%q}`, digest, ref, sigDigest, sigDigest))
 	eventually(t, func(g Gomega) {
 		got := getArtifact(g, key)
@@ -162,7 +162,7 @@ func TestClaimWorkSigning(t *testing.T) {
 			}
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(work.Namespace).To(Equal(tc.wantNS))
-			doc := work.Spec.(spec.Claim)
+			doc := work.Spec.(workerv1.Claim)
 			g.Expect(doc.Signing).NotTo(BeNil())
 			g.Expect(doc.Signing.KeyField).To(Equal(tc.wantField))
 			g.Expect(doc.Signing.Template).To(Equal("tpl"))
@@ -175,7 +175,7 @@ func TestClaimWorkSigning(t *testing.T) {
 			g.Expect(secrets).To(Equal([]string{tc.wantSecret}))
 			if tc.wantNS != "" {
 				g.Expect(doc.Signing.Profile).To(Equal("lab"))
-				g.Expect(work.Mounts.Env).To(ContainElement(HaveField("Value", spec.PushAuthDir)), "the template's push Secret is mounted")
+				g.Expect(work.Mounts.Env).To(ContainElement(HaveField("Value", workerv1.PushAuthDir)), "the template's push Secret is mounted")
 				for reason, h := range work.Hints {
 					g.Expect(strings.Contains(h, "platform-cosign")).To(BeFalse(), "hint %s names the admin's Secret: %s", reason, h)
 				}
@@ -262,5 +262,5 @@ func TestForgedStatusDigestIsNotSigned(t *testing.T) {
 		g.Expect(got.Status.Digest).To(Equal(forged), "the forged digest is still in status when attempt 2 starts")
 	})
 	next := waitJob(t, ns, key.Name, 1, 2)
-	g.Expect(envOf(next.Spec.Template.Spec.Containers[0])).NotTo(HaveKey(spec.EnvPushedDigest))
+	g.Expect(envOf(next.Spec.Template.Spec.Containers[0])).NotTo(HaveKey(workerv1.EnvPushedDigest))
 }

@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Reasons of a ClaimTemplate's Ready condition while and after its check.
@@ -144,12 +144,12 @@ func (k *TemplateChecker) jobs(ctx context.Context, tpl *v1alpha1.ClaimTemplate)
 // start creates the check Job for one attempt. Its workspace is an
 // emptyDir (a check keeps nothing), and a private template's credentials
 // are mounted exactly as for its Claims' renders.
-func (k *TemplateChecker) start(ctx context.Context, tpl *v1alpha1.ClaimTemplate, doc spec.Claim, hash string, attempt int32) (string, error) {
+func (k *TemplateChecker) start(ctx context.Context, tpl *v1alpha1.ClaimTemplate, doc workerv1.Claim, hash string, attempt int32) (string, error) {
 	var m pipeline.Mounts
 	if tpl.Spec.Private() {
-		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, spec.TemplateAuthDir, pipeline.GitCredentialKeys...)
+		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, workerv1.TemplateAuthDir, pipeline.GitCredentialKeys...)
 	}
-	raw, err := spec.Encode(doc)
+	raw, err := workerv1.EncodeSpec(doc)
 	if err != nil {
 		return "", err
 	}
@@ -191,10 +191,10 @@ func checkedMessage(c *v1alpha1.TemplateCheck) string {
 // checkSpec is the worker document of a check: the template as a Claim
 // would render it with the schema's defaults (else first examples), the
 // first exposure on offer and no profile.
-func checkSpec(tpl *v1alpha1.ClaimTemplate, ns string) (spec.Claim, error) {
+func checkSpec(tpl *v1alpha1.ClaimTemplate, ns string) (workerv1.Claim, error) {
 	values, err := checkValues(tpl)
 	if err != nil {
-		return spec.Claim{}, err
+		return workerv1.Claim{}, err
 	}
 	exposure := v1alpha1.Exposure{Type: v1alpha1.ExposureClusterIP}
 	if len(tpl.Spec.Exposures) > 0 {
@@ -205,11 +205,11 @@ func checkSpec(tpl *v1alpha1.ClaimTemplate, ns string) (spec.Claim, error) {
 	}
 	opt, err := claims.CheckExposure(tpl, exposure)
 	if err != nil {
-		return spec.Claim{}, err
+		return workerv1.Claim{}, err
 	}
 	t := *tpl.Spec.DeepCopy()
 	t.Exposures = []v1alpha1.ExposureOption{opt}
-	return spec.Claim{Name: checkClaimName, Namespace: ns, Template: t, Values: values, Exposure: exposure, Check: true}, nil
+	return workerv1.Claim{Name: checkClaimName, Namespace: ns, Template: t, Values: values, Exposure: exposure, Check: true}, nil
 }
 
 // checkValues takes each top-level property's default, else its first

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -99,11 +99,11 @@ func waitCheckJob(t *testing.T, ns, tpl string, gen int64) *batchv1.Job {
 	return found
 }
 
-func checkDoc(g Gomega, job *batchv1.Job) spec.Claim {
-	var doc spec.Claim
+func checkDoc(g Gomega, job *batchv1.Job) workerv1.Claim {
+	var doc workerv1.Claim
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == spec.EnvSpec {
-			g.Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+		if e.Name == workerv1.EnvSpec {
+			g.Expect(workerv1.DecodeSpec([]byte(e.Value), &doc)).To(Succeed())
 		}
 	}
 	return doc

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -108,12 +108,12 @@ func TestNewRunNamesThePreviousPush(t *testing.T) {
 	NewWithT(t).Expect(artifactDoc(t, waitJob(t, ns, key.Name, 2, 1)).Previous).To(Equal([]string{"registry.example.com/acme/tiny@" + digest}))
 }
 
-func artifactDoc(t *testing.T, job *batchv1.Job) spec.Artifact {
+func artifactDoc(t *testing.T, job *batchv1.Job) workerv1.Artifact {
 	t.Helper()
-	var doc spec.Artifact
+	var doc workerv1.Artifact
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == spec.EnvSpec {
-			NewWithT(t).Expect(spec.Decode([]byte(e.Value), &doc)).To(Succeed())
+		if e.Name == workerv1.EnvSpec {
+			NewWithT(t).Expect(workerv1.DecodeSpec([]byte(e.Value), &doc)).To(Succeed())
 		}
 	}
 	return doc

@@ -12,10 +12,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -44,7 +43,7 @@ func readOnly(name, dir string) corev1.VolumeMount {
 	return corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true}
 }
 
-var pushEnv = corev1.EnvVar{Name: spec.EnvDockerConfig, Value: spec.PushAuthDir}
+var pushEnv = corev1.EnvVar{Name: workerv1.EnvDockerConfig, Value: workerv1.PushAuthDir}
 
 // TestArtifactWork: each source and target turns into the worker's
 // document, the pod's Secret references, the pushed tag and the hints
@@ -55,53 +54,53 @@ func TestArtifactWork(t *testing.T) {
 		name   string
 		a      *v1alpha1.Artifact
 		mounts pipeline.Mounts
-		target spec.Target
+		target workerv1.Target
 		// hints: a substring of each hint, by failure reason.
 		hints map[string]string
 	}{
 		{name: "public Hugging Face repo, no credentials",
 			a:      wrappers.MakeArtifact("a", "ns").Obj(),
-			target: spec.Target{Repository: repo, Tag: "v1"},
+			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonRegistryAuth: "no spec.target.pushSecretRef is set",
-				failure.ReasonSourceAuth:   "the source needs credentials: reference a Secret in spec.source",
+				workerv1.ReasonRegistryAuth: "no spec.target.pushSecretRef is set",
+				workerv1.ReasonSourceAuth:   "the source needs credentials: reference a Secret in spec.source",
 			}},
 		{name: "Hugging Face token and push Secret",
 			a: wrappers.MakeArtifact("a", "ns").HFToken("hf").PushSecret("push").Obj(),
 			mounts: pipeline.Mounts{
-				Env: []corev1.EnvVar{{Name: spec.EnvHFToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				Env: []corev1.EnvVar{{Name: workerv1.EnvHFToken, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}, pushEnv},
 				Volumes: []corev1.Volume{dockerConfigVolume("push-auth", "push")},
-				Mounts:  []corev1.VolumeMount{readOnly("push-auth", spec.PushAuthDir)},
+				Mounts:  []corev1.VolumeMount{readOnly("push-auth", workerv1.PushAuthDir)},
 				Sources: map[string]string{"push-auth": `Secret "push" (spec.target.pushSecretRef, key .dockerconfigjson)`},
 			},
-			target: spec.Target{Repository: repo, Tag: "v1"},
+			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonRegistryAuth: `Secret "push" (spec.target.pushSecretRef)`,
-				failure.ReasonSourceAuth:   `Secret "hf" key "token" (spec.source.huggingFace.tokenSecretRef)`,
-				pipeline.ReasonConfigError: `Secret "hf" (spec.source.huggingFace.tokenSecretRef), Secret "push" (spec.target.pushSecretRef)`,
+				workerv1.ReasonRegistryAuth: `Secret "push" (spec.target.pushSecretRef)`,
+				workerv1.ReasonSourceAuth:   `Secret "hf" key "token" (spec.source.huggingFace.tokenSecretRef)`,
+				pipeline.ReasonConfigError:  `Secret "hf" (spec.source.huggingFace.tokenSecretRef), Secret "push" (spec.target.pushSecretRef)`,
 			}},
 		{name: "Git with credentials: only the credential keys",
 			a: wrappers.MakeArtifact("a", "ns").Git("https://git.example.com/m.git", "v1", "models").GitSecret("git").Obj(),
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{gitCredentialVolume("source-auth", "git")},
-				Mounts:  []corev1.VolumeMount{readOnly("source-auth", spec.SourceAuthDir)},
+				Mounts:  []corev1.VolumeMount{readOnly("source-auth", workerv1.SourceAuthDir)},
 			},
-			target: spec.Target{Repository: repo, Tag: "v1"},
+			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonSourceAuth:   `Secret "git" (spec.source.git.secretRef)`,
+				workerv1.ReasonSourceAuth:  `Secret "git" (spec.source.git.secretRef)`,
 				pipeline.ReasonConfigError: `Secret "git" (spec.source.git.secretRef)`,
 			}},
 		{name: "OCI source with a pull Secret",
 			a: wrappers.MakeArtifact("a", "ns").OCI("ghcr.io/acme/base:v1").PullSecret("pull").Obj(),
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{dockerConfigVolume("pull-auth", "pull")},
-				Mounts:  []corev1.VolumeMount{readOnly("pull-auth", spec.PullAuthDir)},
+				Mounts:  []corev1.VolumeMount{readOnly("pull-auth", workerv1.PullAuthDir)},
 				Sources: map[string]string{"pull-auth": `Secret "pull" (spec.source.oci.pullSecretRef, key .dockerconfigjson)`},
 			},
-			target: spec.Target{Repository: repo, Tag: "v1"},
+			target: workerv1.Target{Repository: repo, Tag: "v1"},
 			hints: map[string]string{
-				failure.ReasonSourceAuth:   `Secret "pull" (spec.source.oci.pullSecretRef)`,
+				workerv1.ReasonSourceAuth:  `Secret "pull" (spec.source.oci.pullSecretRef)`,
 				pipeline.ReasonConfigError: `Secret "pull" (spec.source.oci.pullSecretRef)`,
 			}},
 		{name: "PVC source, mounted read-only",
@@ -109,19 +108,19 @@ func TestArtifactWork(t *testing.T) {
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{{Name: "source-volume", VolumeSource: corev1.VolumeSource{
 					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "models", ReadOnly: true}}}},
-				Mounts:  []corev1.VolumeMount{readOnly("source-volume", spec.SourceVolumeDir)},
+				Mounts:  []corev1.VolumeMount{readOnly("source-volume", workerv1.SourceVolumeDir)},
 				Sources: map[string]string{"source-volume": `PersistentVolumeClaim "models" (spec.source.volume.claimName)`},
 			},
-			target: spec.Target{Repository: repo, Tag: "v1"},
+			target: workerv1.Target{Repository: repo, Tag: "v1"},
 		},
 		{name: "HTTP source, CA Secret, plain HTTP, no tag",
 			a: wrappers.MakeArtifact("a", "ns").HTTP("https://files.example.com/m.tgz").CASecret("ca").PlainHTTP().Tag("").Obj(),
 			mounts: pipeline.Mounts{
 				Volumes: []corev1.Volume{secretVolume("registry-ca", "ca", corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})},
-				Mounts:  []corev1.VolumeMount{readOnly("registry-ca", spec.CADir)},
+				Mounts:  []corev1.VolumeMount{readOnly("registry-ca", workerv1.CADir)},
 				Sources: map[string]string{"registry-ca": `Secret "ca" (spec.target.caSecretRef, key ca.crt)`},
 			},
-			target: spec.Target{Repository: repo, Tag: "latest", PlainHTTP: true, CAFile: spec.CADir + "/ca.crt"},
+			target: workerv1.Target{Repository: repo, Tag: "latest", PlainHTTP: true, CAFile: workerv1.CADir + "/ca.crt"},
 			hints: map[string]string{
 				pipeline.ReasonConfigError: `Secret "ca" (spec.target.caSecretRef)`,
 			}},
@@ -132,7 +131,7 @@ func TestArtifactWork(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := spec.Artifact{Source: tc.a.Spec.Source, Format: tc.a.Spec.Format, Target: tc.target}
+			want := workerv1.Artifact{Source: tc.a.Spec.Source, Format: tc.a.Spec.Format, Target: tc.target}
 			if diff := cmp.Diff(want, w.Spec); diff != "" {
 				t.Errorf("worker spec (-want +got):\n%s", diff)
 			}
@@ -217,7 +216,7 @@ func TestClaimWork(t *testing.T) {
 		Blocked   string
 		Permanent bool
 		Namespace string
-		Target    spec.Target
+		Target    workerv1.Target
 		Exposure  []v1alpha1.ExposureOption
 		Profile   string
 		Workspace pipeline.WorkspaceParams
@@ -236,7 +235,7 @@ func TestClaimWork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		doc := w.Spec.(spec.Claim)
+		doc := w.Spec.(workerv1.Claim)
 		g := got{Namespace: w.Namespace, Target: doc.Target, Exposure: doc.Template.Exposures,
 			Workspace: w.WorkspaceDefaults, Resources: w.Resources, Mounts: w.Mounts}
 		if doc.Profile != nil {
@@ -286,29 +285,29 @@ func TestClaimWork(t *testing.T) {
 			want: got{Blocked: controllers.ReasonInvalidTemplate, Permanent: true}},
 		{name: "public template, no profile",
 			c: claim().Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant},
-			want: got{Target: spec.Target{Repository: repo, Tag: "latest"}, Exposure: clusterIP}},
+			want: got{Target: workerv1.Target{Repository: repo, Tag: "latest"}, Exposure: clusterIP}},
 		{name: "profile: storage, workspace size and worker resources",
 			c: claim().Exposure(v1alpha1.ExposureIngress).Obj(),
 			in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant,
 				Profiles: []v1alpha1.EnvironmentProfile{*gpu}},
-			want: got{Target: spec.Target{Repository: repo, Tag: "latest"}, Exposure: []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureIngress}},
+			want: got{Target: workerv1.Target{Repository: repo, Tag: "latest"}, Exposure: []v1alpha1.ExposureOption{{Type: v1alpha1.ExposureIngress}},
 				Profile: "fast", Workspace: pipeline.WorkspaceParams{StorageClass: ptr.To("fast"), Size: ptr.To(resource.MustParse("50Gi"))},
 				Resources: gpu.Spec.WorkerResources}},
 		{name: "the Claim's own target and push Secret",
 			c:  claim().Target(v1alpha1.Target{Repository: "r.example.com/mine", Tag: "v2", PlainHTTP: true}).PushSecret("push").Obj(),
 			in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant},
-			want: got{Target: spec.Target{Repository: "r.example.com/mine", Tag: "v2", PlainHTTP: true}, Exposure: clusterIP,
+			want: got{Target: workerv1.Target{Repository: "r.example.com/mine", Tag: "v2", PlainHTTP: true}, Exposure: clusterIP,
 				Mounts: pipeline.Mounts{Env: []corev1.EnvVar{pushEnv},
 					Volumes: []corev1.Volume{dockerConfigVolume("push-auth", "push")},
-					Mounts:  []corev1.VolumeMount{readOnly("push-auth", spec.PushAuthDir)},
+					Mounts:  []corev1.VolumeMount{readOnly("push-auth", workerv1.PushAuthDir)},
 					Sources: map[string]string{"push-auth": `Secret "push" (spec.target.pushSecretRef, key .dockerconfigjson)`}}}},
 		{name: "private template: renders in the template namespace with its Secrets",
 			c:  claim().Target(v1alpha1.Target{Tag: "v2"}).Obj(),
 			in: controllers.ClaimInputs{Template: tpl().Private("repo", "push").Obj(), NamespaceLabels: tenant, TemplateNamespace: "packline-system"},
-			want: got{Namespace: "packline-system", Target: spec.Target{Repository: repo, Tag: "v2"}, Exposure: clusterIP,
+			want: got{Namespace: "packline-system", Target: workerv1.Target{Repository: repo, Tag: "v2"}, Exposure: clusterIP,
 				Mounts: pipeline.Mounts{Env: []corev1.EnvVar{pushEnv},
 					Volumes: []corev1.Volume{gitCredentialVolume("template-auth", "repo"), dockerConfigVolume("push-auth", "push")},
-					Mounts:  []corev1.VolumeMount{readOnly("template-auth", spec.TemplateAuthDir), readOnly("push-auth", spec.PushAuthDir)},
+					Mounts:  []corev1.VolumeMount{readOnly("template-auth", workerv1.TemplateAuthDir), readOnly("push-auth", workerv1.PushAuthDir)},
 					// The template's Secret: named by the template's field, never by name.
 					Sources: map[string]string{"push-auth": "the push Secret of ClaimTemplate web spec.pushSecretRef in the template namespace (a platform admin must create it)"}}}},
 	}

@@ -14,26 +14,25 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/format"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/sign"
 	"github.com/packline/packline/jobs/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
-// Overrides of jobs/spec's fixed pod paths, for tests and the sandbox's
+// Overrides of api/worker/v1's fixed pod paths, for tests and the sandbox's
 // process node, where pods are local processes.
 const (
 	EnvWorkspace         = "PACKLINE_WORKSPACE"
 	EnvSourceAuthDir     = "PACKLINE_SOURCE_AUTH_DIR"
 	EnvSourceVolumeDir   = "PACKLINE_SOURCE_VOLUME_DIR"
 	EnvPullAuthDir       = "PACKLINE_PULL_AUTH_DIR"
-	EnvArchiveMaxBytes   = spec.EnvArchiveMaxBytes
+	EnvArchiveMaxBytes   = workerv1.EnvArchiveMaxBytes
 	EnvArchiveMaxEntries = "PACKLINE_ARCHIVE_MAX_ENTRIES"
 )
 
@@ -41,18 +40,18 @@ func init() { commands["artifact"] = runArtifact }
 
 // runArtifact fetches, packs and pushes an Artifact, and signs what it
 // pushed when the spec asks; a retry after a failed signature push only
-// signs (spec.EnvPushedDigest).
-func runArtifact(ctx context.Context) result.Result {
+// signs (workerv1.EnvPushedDigest).
+func runArtifact(ctx context.Context) workerv1.Result {
 	started := time.Now().UTC()
-	var a spec.Artifact
-	if err := spec.Load(&a); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	var a workerv1.Artifact
+	if err := workerv1.LoadSpec(&a); err != nil {
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	if err := format.CheckCompression(a.Compression); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.%w", err)))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("spec.%w", err)))
 	}
 	if a.Target.Repository == "" {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("target.repository is empty")))
 	}
 	ctx, waitSigner, err := startSigner(ctx, a.Signing)
 	if err != nil {
@@ -62,34 +61,34 @@ func runArtifact(ctx context.Context) result.Result {
 	if err != nil {
 		return failure.ToResult(err)
 	}
-	var res result.Result
-	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && a.Signing != nil {
+	var res workerv1.Result
+	if pushed := os.Getenv(workerv1.EnvPushedDigest); pushed != "" && a.Signing != nil {
 		var desc ocispec.Descriptor
 		if desc, err = earlierPush(ctx, repo, a.Target.Repository, pushed); err == nil {
-			res = success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(spec.EnvPushedRevision))
+			res = success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(workerv1.EnvPushedRevision))
 		}
 	} else {
 		res, err = artifact(ctx, a, repo, func() error { _, err := waitSigner(); return err })
 	}
 	return signedResult(ctx, waitSigner, repo, a.Target.Repository, res, err, func(revision string) sign.Provenance {
-		return artifactProvenance(a, revision, os.Getenv(spec.EnvHFEndpoint), started)
+		return artifactProvenance(a, revision, os.Getenv(workerv1.EnvHFEndpoint), started)
 	})
 }
 
 // artifact fetches the source, writes the Kitfile, packs and pushes.
 // keyReady is called before the manifest is pushed and tagged (see
 // startSigner).
-func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, keyReady func() error) (result.Result, error) {
-	ws := envOr(EnvWorkspace, spec.WorkspaceDir)
+func artifact(ctx context.Context, a workerv1.Artifact, repo *remote.Repository, keyReady func() error) (workerv1.Result, error) {
+	ws := envOr(EnvWorkspace, workerv1.WorkspaceDir)
 
 	if a.Source.OCI != nil {
 		// A copy pushes the manifest as it goes: the key must be known.
 		if err := keyReady(); err != nil {
-			return result.Result{}, err
+			return workerv1.Result{}, err
 		}
-		desc, err := source.CopyOCI(ctx, *a.Source.OCI, envOr(EnvPullAuthDir, spec.PullAuthDir), repo, a.Target.Tag)
+		desc, err := source.CopyOCI(ctx, *a.Source.OCI, envOr(EnvPullAuthDir, workerv1.PullAuthDir), repo, a.Target.Tag)
 		if err != nil {
-			return result.Result{}, err
+			return workerv1.Result{}, err
 		}
 		return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, desc.Digest.String()), nil
 	}
@@ -106,10 +105,10 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 	}
 	env := source.Env{
 		Workspace:       ws,
-		SourceAuthDir:   envOr(EnvSourceAuthDir, spec.SourceAuthDir),
-		SourceVolumeDir: envOr(EnvSourceVolumeDir, spec.SourceVolumeDir),
-		HFToken:         os.Getenv(spec.EnvHFToken),
-		HFEndpoint:      os.Getenv(spec.EnvHFEndpoint),
+		SourceAuthDir:   envOr(EnvSourceAuthDir, workerv1.SourceAuthDir),
+		SourceVolumeDir: envOr(EnvSourceVolumeDir, workerv1.SourceVolumeDir),
+		HFToken:         os.Getenv(workerv1.EnvHFToken),
+		HFEndpoint:      os.Getenv(workerv1.EnvHFEndpoint),
 		Archive: source.Limits{
 			MaxBytes:   envInt(EnvArchiveMaxBytes),
 			MaxEntries: int(envInt(EnvArchiveMaxEntries)),
@@ -123,7 +122,7 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 	inputKey := ""
 	if rev, ok := source.Identify(ctx, a.Source, env); ok {
 		if inputKey, err = push.InputKey(input{a.Source, a.Format, a.Compression, a.Kitfile, a.Annotations, rev}); err != nil {
-			return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+			return workerv1.Result{}, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 		}
 		desc, st, ok, err := push.ReuseManifest(ctx, repo, prev, inputKey, a.Target.Tag)
 		if err != nil {
@@ -136,11 +135,11 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 	}
 	fetched, err := source.Fetch(ctx, a.Source, env)
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	kf, stated, err := buildKitfile(fetched, a.Kitfile)
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	desc, st, err := push.Push(ctx, repo, fetched.Root, kf, push.Options{
 		Format:         a.Format,
@@ -160,7 +159,7 @@ func artifact(ctx context.Context, a spec.Artifact, repo *remote.Repository, key
 		BeforeManifest: keyReady,
 	})
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes; %d hashed while downloaded), %d already present (%d mounted)\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Prehashed, st.Skipped, st.Mounted)
 	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), nil
@@ -182,7 +181,7 @@ type input struct {
 func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string) bool, error) {
 	dir, err := kitfile.Scan(f.Root)
 	if err != nil {
-		return nil, nil, failure.Permanent(failure.ReasonPackFailed, err)
+		return nil, nil, failure.Permanent(workerv1.ReasonPackFailed, err)
 	}
 	kf := kitfile.Generate(dir)
 	kf.Package.Name = f.Name
@@ -190,7 +189,7 @@ func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string)
 	if user != "" {
 		u, err := kitfile.Parse([]byte(user))
 		if err != nil {
-			return nil, nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("spec.kitfile: %w", err))
+			return nil, nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("spec.kitfile: %w", err))
 		}
 		kf = kitfile.Merge(kf, u)
 		for _, p := range u.Paths() {
@@ -198,15 +197,15 @@ func buildKitfile(f source.Fetched, user string) (*kitfile.Kitfile, func(string)
 		}
 	}
 	if err := kitfile.Validate(kf, f.Root); err != nil {
-		return nil, nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+		return nil, nil, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 	}
 	return kf, func(p string) bool { return stated[path.Clean(p)] }, nil
 }
 
 // success is the result for a manifest; size is the manifest's, the object
 // reference points at.
-func success(a spec.Artifact, digest, mediaType, artifactType string, size int64, revision string) result.Result {
-	return result.Result{
+func success(a workerv1.Artifact, digest, mediaType, artifactType string, size int64, revision string) workerv1.Result {
+	return workerv1.Result{
 		Digest:         digest,
 		Reference:      a.Target.Repository + "@" + digest,
 		MediaType:      mediaType,

@@ -19,9 +19,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -62,8 +62,8 @@ func TestArtifactEndToEnd(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			target := host + "/e2e/model"
-			code, res := runWorker(t, spec.Artifact{Source: tc.source, Format: tc.format, Kitfile: tc.kf,
-				Target: spec.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
+			code, res := runWorker(t, workerv1.Artifact{Source: tc.source, Format: tc.format, Kitfile: tc.kf,
+				Target: workerv1.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
 			if code != 0 || res.Failed() {
 				t.Fatalf("exit %d, result %+v", code, res.Error)
 			}
@@ -90,16 +90,16 @@ func TestArtifactFailures(t *testing.T) {
 	t.Setenv(EnvSourceVolumeDir, vol)
 	cases := []struct {
 		name      string
-		a         spec.Artifact
+		a         workerv1.Artifact
 		reason    string
 		permanent bool
 	}{
-		{"bad kitfile", spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
-			Kitfile: "model:\n  path: /etc/passwd\n", Target: spec.Target{Repository: r.Host + "/x/y", PlainHTTP: true}}, "InvalidSpec", true},
-		{"bad compression", spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
-			Compression: "lz4", Target: spec.Target{Repository: r.Host + "/x/y", PlainHTTP: true}}, "InvalidSpec", true},
-		{"registry down", spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
-			Target: spec.Target{Repository: r.Host + "/x/y", Tag: "v1", PlainHTTP: true}}, "RegistryUnavailable", false},
+		{"bad kitfile", workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
+			Kitfile: "model:\n  path: /etc/passwd\n", Target: workerv1.Target{Repository: r.Host + "/x/y", PlainHTTP: true}}, "InvalidSpec", true},
+		{"bad compression", workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
+			Compression: "lz4", Target: workerv1.Target{Repository: r.Host + "/x/y", PlainHTTP: true}}, "InvalidSpec", true},
+		{"registry down", workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "p"}},
+			Target: workerv1.Target{Repository: r.Host + "/x/y", Tag: "v1", PlainHTTP: true}}, "RegistryUnavailable", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -136,9 +136,9 @@ func TestArtifactCompressionModesProvenance(t *testing.T) {
 	defer srv.Close()
 
 	target := host + "/e2e/zstd"
-	code, res := runWorker(t, spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.tar.gz"}},
+	code, res := runWorker(t, workerv1.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.tar.gz"}},
 		Format: v1alpha1.FormatModelKit, Compression: v1alpha1.CompressionZstd,
-		Target: spec.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
+		Target: workerv1.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
 	if code != 0 || res.Failed() {
 		t.Fatalf("exit %d, result %+v", code, res.Error)
 	}
@@ -200,8 +200,8 @@ func TestVolumeModesAsModelPack(t *testing.T) {
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
 	target := host + "/e2e/volume"
-	code, res := runWorker(t, spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
-		Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
+	code, res := runWorker(t, workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
+		Format: v1alpha1.FormatModelPack, Target: workerv1.Target{Repository: target, Tag: "v1", PlainHTTP: true}})
 	if code != 0 || res.Failed() {
 		t.Fatalf("exit %d, result %+v", code, res.Error)
 	}

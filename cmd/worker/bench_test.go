@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
@@ -40,10 +39,10 @@ func BenchmarkReimport(b *testing.B) {
 	mb := float64(total) / (1 << 20)
 
 	for i := range b.N {
-		a := spec.Artifact{
+		a := workerv1.Artifact{
 			Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/bench", Endpoint: hubURL}},
 			Format: v1alpha1.FormatModelKit,
-			Target: spec.Target{Repository: fmt.Sprintf("%s/bench/reimport-%d", reg, i), Tag: "v1", PlainHTTP: true},
+			Target: workerv1.Target{Repository: fmt.Sprintf("%s/bench/reimport-%d", reg, i), Tag: "v1", PlainHTTP: true},
 		}
 		step := func(name string) (time.Duration, int64, int64) {
 			down.Store(0)
@@ -75,15 +74,15 @@ func BenchmarkReimport(b *testing.B) {
 }
 
 // benchWorker runs `worker artifact` in-process in a fresh workspace.
-func benchWorker(b *testing.B, a spec.Artifact) {
+func benchWorker(b *testing.B, a workerv1.Artifact) {
 	b.Helper()
-	encoded, err := spec.Encode(a)
+	encoded, err := workerv1.EncodeSpec(a)
 	if err != nil {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
 	log := filepath.Join(dir, "termination-log")
-	b.Setenv(spec.EnvSpec, encoded)
+	b.Setenv(workerv1.EnvSpec, encoded)
 	b.Setenv(EnvTerminationLog, log)
 	b.Setenv(EnvWorkspace, filepath.Join(dir, "ws"))
 	if code := run([]string{"artifact"}); code != 0 {
@@ -92,7 +91,7 @@ func benchWorker(b *testing.B, a spec.Artifact) {
 	}
 	if msg, err := os.ReadFile(log); err != nil {
 		b.Fatal(err)
-	} else if res, err := result.Parse(msg); err != nil || res.Failed() {
+	} else if res, err := workerv1.ParseResult(msg); err != nil || res.Failed() {
 		b.Fatalf("result %s: %v", msg, err)
 	}
 }

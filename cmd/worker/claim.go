@@ -9,19 +9,18 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/publish"
-	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/sign"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // EnvRenderMaxBytes overrides the limit on the rendered manifests' size.
 const EnvRenderMaxBytes = "PACKLINE_RENDER_MAX_BYTES"
 
-// EnvTemplateAuthDir overrides spec.TemplateAuthDir, where a private
+// EnvTemplateAuthDir overrides workerv1.TemplateAuthDir, where a private
 // template's Secret is mounted (the sandbox's process node maps it to a
 // local folder).
 const EnvTemplateAuthDir = "PACKLINE_TEMPLATE_AUTH_DIR"
@@ -31,11 +30,11 @@ func init() { commands["claim"] = runClaim }
 // runClaim renders the Claim's template with its values, exposure and
 // profile, pushes the manifests as one OCI artifact, and signs it when
 // asked.
-func runClaim(ctx context.Context) result.Result {
+func runClaim(ctx context.Context) workerv1.Result {
 	started := time.Now().UTC()
-	var c spec.Claim
-	if err := spec.Load(&c); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+	var c workerv1.Claim
+	if err := workerv1.LoadSpec(&c); err != nil {
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	if c.Check {
 		// A template check renders and pushes nothing, so it needs no
@@ -51,19 +50,19 @@ func runClaim(ctx context.Context) result.Result {
 		return failure.ToResult(err)
 	}
 	if c.Target.Repository == "" {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("target repository is empty")))
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("target repository is empty")))
 	}
 	repo, err := registry.Repository(c.Target.Repository, registry.TargetOptions(c.Target))
 	if err != nil {
 		return failure.ToResult(err)
 	}
-	var res result.Result
-	if pushed := os.Getenv(spec.EnvPushedDigest); pushed != "" && c.Signing != nil {
+	var res workerv1.Result
+	if pushed := os.Getenv(workerv1.EnvPushedDigest); pushed != "" && c.Signing != nil {
 		var desc ocispec.Descriptor
 		if desc, err = earlierPush(ctx, repo, c.Target.Repository, pushed); err == nil {
-			res = result.Result{Digest: desc.Digest.String(), Reference: c.Target.Repository + "@" + desc.Digest.String(),
+			res = workerv1.Result{Digest: desc.Digest.String(), Reference: c.Target.Repository + "@" + desc.Digest.String(),
 				MediaType: desc.MediaType, ArtifactType: publish.ConfigMediaType, Size: desc.Size,
-				SourceRevision: os.Getenv(spec.EnvPushedRevision), Tag: c.Target.Tag}
+				SourceRevision: os.Getenv(workerv1.EnvPushedRevision), Tag: c.Target.Tag}
 		}
 	} else if _, err = waitSigner(); err == nil {
 		// The render is small and fast: its push waits for the key.
@@ -77,8 +76,8 @@ func runClaim(ctx context.Context) result.Result {
 // renderOptions are the worker's render settings; target nil builds none.
 func renderOptions(target oras.Target) render.Options {
 	o := render.Options{
-		WorkDir: envOr(EnvWorkspace, spec.WorkspaceDir),
-		AuthDir: envOr(EnvTemplateAuthDir, spec.TemplateAuthDir),
+		WorkDir: envOr(EnvWorkspace, workerv1.WorkspaceDir),
+		AuthDir: envOr(EnvTemplateAuthDir, workerv1.TemplateAuthDir),
 		Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
 	}
 	if target != nil {

@@ -7,10 +7,8 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
 )
@@ -20,7 +18,7 @@ func TestClaimEndToEnd(t *testing.T) {
 	git := gitserver.Serve(t, gitserver.Repo{Commits: []gitserver.Commit{
 		{Dir: gitserver.FixtureDir(t, "templates"), Tags: []string{"v1.0.0"}},
 	}}, gitserver.Options{})
-	c := spec.Claim{
+	c := workerv1.Claim{
 		Name: "ide", Namespace: "team-a",
 		Template: v1alpha1.ClaimTemplateSpec{
 			Source:    v1alpha1.TemplateSource{URL: git.URL, Ref: "v1.0.0", Path: "apps/code-server/base"},
@@ -30,7 +28,7 @@ func TestClaimEndToEnd(t *testing.T) {
 		},
 		Exposure: v1alpha1.Exposure{Type: v1alpha1.ExposureIngress, Host: "ide.team-a.example.com"},
 		Profile:  &v1alpha1.EnvironmentProfileSpec{IngressClassName: "nginx"},
-		Target:   spec.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
+		Target:   workerv1.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
 	}
 
 	code, res := runClaimWorker(t, c)
@@ -72,15 +70,15 @@ func TestClaimFailureResults(t *testing.T) {
 		ref    string
 		reason string
 	}{
-		{"remote base", "apps/remote/base", "main", failure.ReasonTemplateRejected},
-		{"unknown ref", "apps/code-server/base", "release-9", failure.ReasonSourceNotFound},
+		{"remote base", "apps/remote/base", "main", workerv1.ReasonTemplateRejected},
+		{"unknown ref", "apps/code-server/base", "release-9", workerv1.ReasonSourceNotFound},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			code, res := runClaimWorker(t, spec.Claim{
+			code, res := runClaimWorker(t, workerv1.Claim{
 				Name: "x", Namespace: "team-a",
 				Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: git.URL, Ref: tc.ref, Path: tc.path}, Kinds: fixtures.TemplateKinds},
-				Target:   spec.Target{Repository: host + "/claims/x", Tag: "v1", PlainHTTP: true},
+				Target:   workerv1.Target{Repository: host + "/claims/x", Tag: "v1", PlainHTTP: true},
 			})
 			if code == 0 || res.Error == nil || res.Error.Reason != tc.reason || !res.Error.Permanent {
 				t.Errorf("exit %d, result %+v, want permanent %s", code, res.Error, tc.reason)
@@ -89,15 +87,15 @@ func TestClaimFailureResults(t *testing.T) {
 	}
 
 	t.Run("bad spec", func(t *testing.T) {
-		t.Setenv(spec.EnvSpec, `{"name":"x","bogus":1}`)
+		t.Setenv(workerv1.EnvSpec, `{"name":"x","bogus":1}`)
 		log := filepath.Join(t.TempDir(), "termination-log")
 		t.Setenv(EnvTerminationLog, log)
 		if code := run([]string{"claim"}); code == 0 {
 			t.Error("exit 0 on a bad spec")
 		}
 		b, _ := os.ReadFile(log)
-		res, err := result.Parse(b)
-		if err != nil || res.Error.Reason != failure.ReasonInvalidSpec || !res.Error.Permanent {
+		res, err := workerv1.ParseResult(b)
+		if err != nil || res.Error.Reason != workerv1.ReasonInvalidSpec || !res.Error.Permanent {
 			t.Errorf("result %s (%v), want permanent InvalidSpec", b, err)
 		}
 	})
@@ -107,7 +105,7 @@ func TestClaimFailureResults(t *testing.T) {
 // needs no target, pushes nothing, and reports the commit and kinds.
 func TestClaimCheck(t *testing.T) {
 	git := gitserver.Serve(t, gitserver.Repo{Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
-	c := spec.Claim{
+	c := workerv1.Claim{
 		Name: "template-check", Namespace: "packline-system", Check: true,
 		Template: v1alpha1.ClaimTemplateSpec{
 			Source:    v1alpha1.TemplateSource{URL: git.URL, Ref: "main", Path: "apps/code-server/base"},

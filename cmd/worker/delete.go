@@ -11,20 +11,19 @@ import (
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 )
 
 func init() { commands["delete"] = runDelete }
 
 // runDelete removes the pushed artifact for deletionPolicy Delete.
-func runDelete(ctx context.Context) result.Result {
-	var d spec.Delete
-	if err := spec.Load(&d); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+func runDelete(ctx context.Context) workerv1.Result {
+	var d workerv1.Delete
+	if err := workerv1.LoadSpec(&d); err != nil {
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	r, err := deleteArtifact(ctx, d)
 	if err != nil {
@@ -33,19 +32,19 @@ func runDelete(ctx context.Context) result.Result {
 	return r
 }
 
-func deleteArtifact(ctx context.Context, d spec.Delete) (result.Result, error) {
+func deleteArtifact(ctx context.Context, d workerv1.Delete) (workerv1.Result, error) {
 	_, dgst, repo, err := pushedRepository(d.Reference, d.Target)
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
-	done := result.Result{Digest: dgst, Reference: d.Reference, Tag: d.Target.Tag}
+	done := workerv1.Result{Digest: dgst, Reference: d.Reference, Tag: d.Target.Tag}
 	if d.Target.Tag != "" {
 		cur, err := repo.Resolve(ctx, d.Target.Tag)
 		switch {
 		case errors.Is(err, errdef.ErrNotFound):
 			log.Printf("tag %s is gone already", d.Target.Tag)
 		case err != nil:
-			return result.Result{}, failure.Registry(err)
+			return workerv1.Result{}, failure.Registry(err)
 		case cur.Digest.String() != dgst:
 			log.Printf("tag %s now points at %s, not %s: leaving it", d.Target.Tag, cur.Digest, dgst)
 			return done, nil
@@ -57,10 +56,10 @@ func deleteArtifact(ctx context.Context, d spec.Delete) (result.Result, error) {
 		return done, nil
 	}
 	if err != nil {
-		return result.Result{}, failure.Registry(err)
+		return workerv1.Result{}, failure.Registry(err)
 	}
 	if err := repo.Delete(ctx, desc); err != nil && !errors.Is(err, errdef.ErrNotFound) {
-		return result.Result{}, failure.Registry(err)
+		return workerv1.Result{}, failure.Registry(err)
 	}
 	log.Printf("deleted %s", d.Reference)
 	deleteSideKeys(ctx, repo, desc.Digest)
@@ -82,10 +81,10 @@ func deleteSideKeys(ctx context.Context, repo *remote.Repository, subject digest
 
 // pushedRepository splits a status reference ("<repository>@sha256:…") and
 // opens its repository with the target's credentials.
-func pushedRepository(reference string, t spec.Target) (repoRef, digest string, repo *remote.Repository, err error) {
+func pushedRepository(reference string, t workerv1.Target) (repoRef, digest string, repo *remote.Repository, err error) {
 	repoRef, digest, ok := strings.Cut(reference, "@")
 	if !ok || !strings.HasPrefix(digest, "sha256:") {
-		return "", "", nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", reference))
+		return "", "", nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("reference %q is not <repository>@sha256:…", reference))
 	}
 	repo, err = registry.Repository(repoRef, registry.TargetOptions(t))
 	return repoRef, digest, repo, err

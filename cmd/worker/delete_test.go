@@ -9,10 +9,9 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	jobspush "github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -25,14 +24,14 @@ func TestDeleteOnRealRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
-	push := func(content, tag string) result.Result {
+	push := func(content, tag string) workerv1.Result {
 		if err := os.WriteFile(filepath.Join(vol, "m", "w.safetensors"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, res := runWorker(t, spec.Artifact{
+		code, res := runWorker(t, workerv1.Artifact{
 			Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
 			Format: v1alpha1.FormatModelKit,
-			Target: spec.Target{Repository: host + "/del/model", Tag: tag, PlainHTTP: true},
+			Target: workerv1.Target{Repository: host + "/del/model", Tag: tag, PlainHTTP: true},
 		})
 		if code != 0 {
 			t.Fatalf("push failed: %+v", res.Error)
@@ -47,10 +46,10 @@ func TestDeleteOnRealRegistry(t *testing.T) {
 		_, err = repo.Resolve(context.Background(), ref)
 		return err == nil
 	}
-	target := spec.Target{Tag: "v1", PlainHTTP: true}
+	target := workerv1.Target{Tag: "v1", PlainHTTP: true}
 
 	first := push("one", "v1")
-	if code, res := runDeleteWorker(t, spec.Delete{Reference: first.Reference, Target: target}); code != 0 {
+	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: first.Reference, Target: target}); code != 0 {
 		t.Fatalf("delete failed: %+v", res.Error)
 	}
 	if exists(first.Digest) || exists("v1") {
@@ -61,20 +60,20 @@ func TestDeleteOnRealRegistry(t *testing.T) {
 		t.Error("the layer keys beside the deleted manifest are still there")
 	}
 	// Deleting again is a success: the goal state holds.
-	if code, res := runDeleteWorker(t, spec.Delete{Reference: first.Reference, Target: target}); code != 0 {
+	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: first.Reference, Target: target}); code != 0 {
 		t.Fatalf("second delete failed: %+v", res.Error)
 	}
 
 	old := push("two", "v1")
 	newer := push("three", "v1") // someone moved the tag on
-	if code, res := runDeleteWorker(t, spec.Delete{Reference: old.Reference, Target: target}); code != 0 {
+	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: old.Reference, Target: target}); code != 0 {
 		t.Fatalf("delete failed: %+v", res.Error)
 	}
 	if !exists(newer.Digest) || !exists("v1") {
 		t.Fatal("a newer push to the same tag was removed")
 	}
 
-	if code, res := runDeleteWorker(t, spec.Delete{Reference: "not-a-reference", Target: target}); code == 0 || !res.Error.Permanent {
+	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: "not-a-reference", Target: target}); code == 0 || !res.Error.Permanent {
 		t.Fatalf("bad reference: code %d result %+v", code, res)
 	}
 }

@@ -10,9 +10,8 @@ import (
 	"oras.land/oras-go/v2/errdef"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
 )
@@ -35,7 +34,7 @@ func TestArtifactSymlinkEscapes(t *testing.T) {
 	}}}, gitserver.Options{})
 	rel := filepath.Base(creds)
 
-	cases := map[string]spec.Artifact{
+	cases := map[string]workerv1.Artifact{
 		"git path": {Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: srv.URL, Path: "mnt/" + rel}}},
 		"kitfile path": {Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: srv.URL}},
 			Kitfile: "model:\n  path: model/w.gguf\ndocs:\n  - path: mnt/" + rel + "/password\n"},
@@ -43,9 +42,9 @@ func TestArtifactSymlinkEscapes(t *testing.T) {
 	for name, a := range cases {
 		t.Run(name, func(t *testing.T) {
 			a.Format = v1alpha1.FormatModelKit
-			a.Target = spec.Target{Repository: host + "/escape/" + filepath.Base(t.Name()), Tag: "v1", PlainHTTP: true}
+			a.Target = workerv1.Target{Repository: host + "/escape/" + filepath.Base(t.Name()), Tag: "v1", PlainHTTP: true}
 			code, res := runWorker(t, a)
-			if code == 0 || !res.Failed() || res.Error.Reason != failure.ReasonInvalidSpec || !res.Error.Permanent {
+			if code == 0 || !res.Failed() || res.Error.Reason != workerv1.ReasonInvalidSpec || !res.Error.Permanent {
 				t.Fatalf("exit %d, result %+v; want a permanent InvalidSpec", code, res)
 			}
 			repo, err := registry.Repository(a.Target.Repository, registry.Options{PlainHTTP: true})

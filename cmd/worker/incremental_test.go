@@ -17,9 +17,8 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
@@ -95,15 +94,15 @@ func TestIncrementalHuggingFace(t *testing.T) {
 	defer hub.Close()
 	hubURL, down := hubProxy(t, hub.URL)
 
-	job := func(repo, tag string, previous ...string) spec.Artifact {
-		return spec.Artifact{
+	job := func(repo, tag string, previous ...string) workerv1.Artifact {
+		return workerv1.Artifact{
 			Source:   v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model", Endpoint: hubURL}},
 			Format:   v1alpha1.FormatModelKit,
-			Target:   spec.Target{Repository: reg + "/" + repo, Tag: tag, PlainHTTP: true},
+			Target:   workerv1.Target{Repository: reg + "/" + repo, Tag: tag, PlainHTTP: true},
 			Previous: previous,
 		}
 	}
-	runCounted := func(t *testing.T, a spec.Artifact) (res resultT, downloaded, uploaded int64) {
+	runCounted := func(t *testing.T, a workerv1.Artifact) (res resultT, downloaded, uploaded int64) {
 		t.Helper()
 		down.Store(0)
 		up.Reset()
@@ -205,7 +204,7 @@ func TestIncrementalHuggingFace(t *testing.T) {
 
 // runUploaded runs the worker on a, which must succeed, and returns its
 // result and the bytes uploaded through the registry proxy.
-func runUploaded(t *testing.T, up *regtest.Counter, a spec.Artifact) (resultT, int64) {
+func runUploaded(t *testing.T, up *regtest.Counter, a workerv1.Artifact) (resultT, int64) {
 	t.Helper()
 	up.Reset()
 	code, res := runWorker(t, a)
@@ -237,8 +236,8 @@ func TestIncrementalVolume(t *testing.T) {
 		}
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
-	a := spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
-		Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: reg + "/vol/model", Tag: "v1", PlainHTTP: true}}
+	a := workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
+		Format: v1alpha1.FormatModelPack, Target: workerv1.Target{Repository: reg + "/vol/model", Tag: "v1", PlainHTTP: true}}
 	first, u := runUploaded(t, up, a)
 	if u < 2*size {
 		t.Fatalf("first run uploaded %d bytes", u)
@@ -271,10 +270,10 @@ func TestIncrementalGitCommit(t *testing.T) {
 		{Files: map[string]string{"m/b.safetensors": string(shard(9, size))}, Tags: []string{"v2"}},
 	}}, gitserver.Options{})
 	t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
-	job := func(repo, ref string, previous ...string) spec.Artifact {
-		return spec.Artifact{Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: ref, Path: "m"}},
+	job := func(repo, ref string, previous ...string) workerv1.Artifact {
+		return workerv1.Artifact{Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL, Ref: ref, Path: "m"}},
 			Format:   v1alpha1.FormatModelPack,
-			Target:   spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true},
+			Target:   workerv1.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true},
 			Previous: previous}
 	}
 	first, u := runUploaded(t, up, job("git/model", "v1"))
@@ -322,9 +321,9 @@ func TestIncrementalHTTPWithoutSHA256(t *testing.T) {
 	defer srv.Close()
 	for _, file := range []string{"model.safetensors", "model.tar"} {
 		t.Run(file, func(t *testing.T) {
-			a := spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/" + file}},
-				Format: v1alpha1.FormatModelPack, Target: spec.Target{Repository: reg + "/http/" + strings.ReplaceAll(file, ".", "-"), Tag: "v1", PlainHTTP: true}}
-			var first result.Result
+			a := workerv1.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/" + file}},
+				Format: v1alpha1.FormatModelPack, Target: workerv1.Target{Repository: reg + "/http/" + strings.ReplaceAll(file, ".", "-"), Tag: "v1", PlainHTTP: true}}
+			var first workerv1.Result
 			for run := range 2 {
 				up.Reset()
 				downloaded.Store(0)
@@ -388,8 +387,8 @@ func TestIncrementalRevisionKnownUpFront(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
-			a := spec.Artifact{Source: tc.src, Format: v1alpha1.FormatModelKit,
-				Target: spec.Target{Repository: reg + "/known/" + strings.ReplaceAll(tc.name, " ", "-"), Tag: "v1", PlainHTTP: true}}
+			a := workerv1.Artifact{Source: tc.src, Format: v1alpha1.FormatModelKit,
+				Target: workerv1.Target{Repository: reg + "/known/" + strings.ReplaceAll(tc.name, " ", "-"), Tag: "v1", PlainHTTP: true}}
 			fetched.Store(0)
 			code, first := runWorker(t, a)
 			if code != 0 || first.Failed() || fetched.Load() == 0 {
@@ -415,7 +414,7 @@ func TestIncrementalRevisionKnownUpFront(t *testing.T) {
 	}
 }
 
-func withPrevious(a spec.Artifact, refs ...string) spec.Artifact {
+func withPrevious(a workerv1.Artifact, refs ...string) workerv1.Artifact {
 	a.Previous = refs
 	return a
 }

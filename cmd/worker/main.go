@@ -16,11 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/netx"
-	"github.com/packline/packline/jobs/result"
 )
 
-// EnvTerminationLog overrides result.DefaultPath, for tests and the sandbox's
+// EnvTerminationLog overrides workerv1.ResultPath, for tests and the sandbox's
 // process node where /dev/termination-log is not writable.
 const EnvTerminationLog = "PACKLINE_TERMINATION_LOG"
 
@@ -30,7 +30,7 @@ const EnvIdleTimeout = "PACKLINE_IDLE_TIMEOUT"
 
 // commands maps a subcommand name to its run function. A run function never
 // exits the process itself: it returns a Result, success or failure.
-var commands = map[string]func(ctx context.Context) result.Result{}
+var commands = map[string]func(ctx context.Context) workerv1.Result{}
 
 func main() {
 	os.Exit(run(os.Args[1:]))
@@ -46,7 +46,7 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// Nothing leaves the worker unredacted: the termination message is
-	// redacted by result.Marshal, every log line here.
+	// redacted by workerv1.Marshal, every log line here.
 	registerSecrets()
 	defer redactStderr()()
 	// Every client the run builds (HTTP, Hugging Face, Git, registries)
@@ -60,12 +60,12 @@ func run(args []string) int {
 }
 
 // finish writes res to the termination log and returns the exit code.
-func finish(name string, res result.Result) int {
+func finish(name string, res workerv1.Result) int {
 	path := os.Getenv(EnvTerminationLog)
 	if path == "" {
-		path = result.DefaultPath
+		path = workerv1.ResultPath
 	}
-	if err := result.Write(path, res); err != nil {
+	if err := workerv1.WriteResult(path, res); err != nil {
 		fmt.Fprintf(os.Stderr, "worker %s: writing result to %s: %v\n", name, path, err)
 		return 1
 	}

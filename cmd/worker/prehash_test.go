@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
 )
@@ -113,8 +113,8 @@ func TestHTTPHashedWhileDownloaded(t *testing.T) {
 func pushedLayers(t *testing.T, reg string, up *regtest.Counter, src v1alpha1.ArtifactSource, repo string) (digests []string, patches, uploaded int64) {
 	t.Helper()
 	up.Reset()
-	code, res := runWorker(t, spec.Artifact{Source: src, Format: v1alpha1.FormatModelPack,
-		Target: spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}})
+	code, res := runWorker(t, workerv1.Artifact{Source: src, Format: v1alpha1.FormatModelPack,
+		Target: workerv1.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}})
 	if code != 0 || res.Failed() {
 		t.Fatalf("exit %d, error %+v", code, res.Error)
 	}

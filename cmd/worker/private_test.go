@@ -8,14 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/regtest"
 )
 
 // `worker claim` for a private template reads the credential from
-// PACKLINE_TEMPLATE_AUTH_DIR (spec.TemplateAuthDir in a pod): the right one
+// PACKLINE_TEMPLATE_AUTH_DIR (workerv1.TemplateAuthDir in a pod): the right one
 // renders and pushes; a wrong one is a permanent TemplateAuthDenied; and
 // neither the termination message nor the log holds a password, even in
 // the URL.
@@ -31,10 +30,10 @@ func TestClaimPrivateTemplate(t *testing.T) {
 		wantReason string
 	}{
 		{name: "right credential", files: map[string]string{"username": "platform-bot", "password": password + "\n"}},
-		{name: "wrong credential", files: map[string]string{"username": "platform-bot", "password": "not-" + password}, wantReason: failure.ReasonTemplateAuth},
-		{name: "no credential", files: map[string]string{}, wantReason: failure.ReasonTemplateAuth},
+		{name: "wrong credential", files: map[string]string{"username": "platform-bot", "password": "not-" + password}, wantReason: workerv1.ReasonTemplateAuth},
+		{name: "no credential", files: map[string]string{}, wantReason: workerv1.ReasonTemplateAuth},
 		{name: "credential in the url", files: map[string]string{"username": "platform-bot", "password": password},
-			url: strings.Replace(git.URL, "http://", "http://platform-bot:"+password+"@", 1), wantReason: failure.ReasonInvalidSpec},
+			url: strings.Replace(git.URL, "http://", "http://platform-bot:"+password+"@", 1), wantReason: workerv1.ReasonInvalidSpec},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,7 +43,7 @@ func TestClaimPrivateTemplate(t *testing.T) {
 			}
 			stderr := captureStderr(t)
 			t.Setenv(EnvTemplateAuthDir, writeFiles(t, tc.files))
-			code, res := runClaimWorker(t, spec.Claim{
+			code, res := runClaimWorker(t, workerv1.Claim{
 				Name: "ide", Namespace: "team-a",
 				Template: v1alpha1.ClaimTemplateSpec{
 					Source: v1alpha1.TemplateSource{URL: url, Ref: "main", Path: "apps/code-server/base",
@@ -52,7 +51,7 @@ func TestClaimPrivateTemplate(t *testing.T) {
 					Kinds:   []v1alpha1.RenderedKind{{Group: "apps", Kind: "Deployment"}, {Kind: "Service"}, {Kind: "PersistentVolumeClaim"}},
 					Service: "code-server",
 				},
-				Target: spec.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
+				Target: workerv1.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
 			})
 			if tc.wantReason == "" {
 				if code != 0 || res.Failed() || res.SourceRevision != git.Commits[0] {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/sign"
 	"github.com/packline/packline/jobs/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Build types: what a run's externalParameters mean. They name packline's
@@ -27,7 +27,7 @@ var gitCommitRE = regexp.MustCompile(`^[0-9a-f]{40}$`)
 // written (external) and as resolved (revision), and the resource.
 // hfEndpoint is the worker's HF_ENDPOINT, which a spec without an endpoint
 // fetches from.
-func artifactProvenance(a spec.Artifact, revision, hfEndpoint string, started time.Time) sign.Provenance {
+func artifactProvenance(a workerv1.Artifact, revision, hfEndpoint string, started time.Time) sign.Provenance {
 	ext := map[string]any{
 		"format":      string(a.Format),
 		"compression": firstNonEmpty(string(a.Compression), string(v1alpha1.CompressionNone)),
@@ -111,7 +111,7 @@ func setList(m map[string]any, k string, vals []string) {
 // claimProvenance says what a Claim render built from: the template's
 // repository at its commit, the values (by hash: they are the user's, and
 // the manifests hold them anyway), the exposure and the profile.
-func claimProvenance(c spec.Claim, commit string, started time.Time) sign.Provenance {
+func claimProvenance(c workerv1.Claim, commit string, started time.Time) sign.Provenance {
 	ext := map[string]any{
 		"exposure": exposureParams(c.Exposure),
 		"target":   map[string]any{"repository": c.Target.Repository, "tag": c.Target.Tag},
@@ -151,7 +151,7 @@ func exposureParams(e v1alpha1.Exposure) map[string]any {
 	return p
 }
 
-func resourceParams(r spec.Resource) map[string]any {
+func resourceParams(r workerv1.Resource) map[string]any {
 	return map[string]any{"kind": r.Kind, "namespace": r.Namespace, "name": r.Name, "uid": r.UID, "generation": float64(r.Generation)}
 }
 

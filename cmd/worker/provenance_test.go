@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/redact"
 	"github.com/packline/packline/jobs/sign"
-	"github.com/packline/packline/jobs/spec"
 )
 
 func TestRevisionDigest(t *testing.T) {
@@ -55,18 +55,18 @@ func TestCleanURL(t *testing.T) {
 func TestArtifactProvenanceParameters(t *testing.T) {
 	commit := "0123456789abcdef0123456789abcdef01234567"
 	sum := strings.Repeat("ab", 32)
-	tgt := spec.Target{Repository: "reg.example/team-a/model", Tag: "v1"}
+	tgt := workerv1.Target{Repository: "reg.example/team-a/model", Tag: "v1"}
 	tgtParams := map[string]any{"repository": "reg.example/team-a/model", "tag": "v1"}
 	secret := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf-token"}, Key: "token"}
 	for _, tc := range []struct {
 		name       string
-		a          spec.Artifact
+		a          workerv1.Artifact
 		rev, hfEnv string
 		want       map[string]any
 		dep        sign.Dependency
 	}{{
 		name: "hugging face",
-		a: spec.Artifact{Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{
+		a: workerv1.Artifact{Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{
 			Repo: "org/model", Revision: "main", Include: []string{"*.safetensors", "config.json"}, Exclude: []string{"*.bin"},
 			Endpoint: "https://user:tok@hub.example/?token=hf_secret#x", TokenSecretRef: secret,
 		}}, Format: v1alpha1.FormatModelPack, Compression: v1alpha1.CompressionZstd, Target: tgt},
@@ -78,7 +78,7 @@ func TestArtifactProvenanceParameters(t *testing.T) {
 		dep: sign.Dependency{Name: "org/model", URI: "https://hub.example/org/model", Digest: map[string]string{"gitCommit": commit}},
 	}, {
 		name: "hugging face from HF_ENDPOINT",
-		a: spec.Artifact{Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model"}},
+		a: workerv1.Artifact{Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model"}},
 			Format: v1alpha1.FormatModelKit, Target: tgt},
 		rev: commit, hfEnv: "https://mirror.example/hf/",
 		want: map[string]any{"format": "ModelKit", "compression": "none", "target": tgtParams, "source": map[string]any{"huggingFace": map[string]any{
@@ -87,7 +87,7 @@ func TestArtifactProvenanceParameters(t *testing.T) {
 		dep: sign.Dependency{Name: "org/model", URI: "https://mirror.example/hf/org/model", Digest: map[string]string{"gitCommit": commit}},
 	}, {
 		name: "git",
-		a: spec.Artifact{Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{
+		a: workerv1.Artifact{Source: v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{
 			URL: "https://user:pass@git.example/models.git?private_token=glpat-secret", Ref: "v1", Path: "m",
 			SecretRef: &corev1.LocalObjectReference{Name: "git-creds"},
 		}}, Format: v1alpha1.FormatModelKit, Compression: v1alpha1.CompressionGzip, Kitfile: "package:\n  name: x\n", Target: tgt},
@@ -97,7 +97,7 @@ func TestArtifactProvenanceParameters(t *testing.T) {
 		dep: sign.Dependency{URI: "git+https://git.example/models.git@v1", Digest: map[string]string{"gitCommit": commit}},
 	}, {
 		name: "http",
-		a: spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{
+		a: workerv1.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{
 			URL: "https://bucket.example/m.gguf?X-Amz-Signature=deadbeef&X-Amz-Credential=AKIA", SHA256: sum,
 		}}, Format: v1alpha1.FormatModelKit, Target: tgt, Annotations: map[string]string{"team": "a"}},
 		rev: "sha256:" + sum,
@@ -106,7 +106,7 @@ func TestArtifactProvenanceParameters(t *testing.T) {
 		dep: sign.Dependency{URI: "https://bucket.example/m.gguf", Digest: map[string]string{"sha256": sum}},
 	}, {
 		name: "oci",
-		a: spec.Artifact{Source: v1alpha1.ArtifactSource{OCI: &v1alpha1.OCISource{
+		a: workerv1.Artifact{Source: v1alpha1.ArtifactSource{OCI: &v1alpha1.OCISource{
 			Reference: "mirror.example:5000/m@sha256:" + sum, PlainHTTP: true, PullSecretRef: &corev1.LocalObjectReference{Name: "pull"},
 		}}, Format: v1alpha1.FormatModelKit, Target: tgt},
 		rev: "sha256:" + sum,
@@ -115,9 +115,9 @@ func TestArtifactProvenanceParameters(t *testing.T) {
 		dep: sign.Dependency{URI: "oci://mirror.example:5000/m@sha256:" + sum, Digest: map[string]string{"sha256": sum}},
 	}, {
 		name: "volume",
-		a: spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models", Path: "m"}},
+		a: workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models", Path: "m"}},
 			Format: v1alpha1.FormatModelPack, Target: tgt,
-			Signing: &spec.Signing{Resource: spec.Resource{Kind: "Artifact", Namespace: "team-a", Name: "m", UID: "u1", Generation: 2}}},
+			Signing: &workerv1.Signing{Resource: workerv1.Resource{Kind: "Artifact", Namespace: "team-a", Name: "m", UID: "u1", Generation: 2}}},
 		rev: "listing:sha256:" + sum,
 		want: map[string]any{"format": "ModelPack", "compression": "none", "target": tgtParams,
 			"resource": map[string]any{"kind": "Artifact", "namespace": "team-a", "name": "m", "uid": "u1", "generation": float64(2)},
@@ -140,8 +140,8 @@ func TestArtifactProvenanceParameters(t *testing.T) {
 // Two Artifacts of one Hub repository that fetch other files have other
 // parameters: the attestation tells them apart.
 func TestProvenanceTellsHubSelectionsApart(t *testing.T) {
-	hf := func(include ...string) spec.Artifact {
-		return spec.Artifact{Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model", Include: include}}}
+	hf := func(include ...string) workerv1.Artifact {
+		return workerv1.Artifact{Source: v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model", Include: include}}}
 	}
 	a := artifactProvenance(hf("*.safetensors"), "", "", time.Time{})
 	b := artifactProvenance(hf("*.gguf"), "", "", time.Time{})
@@ -162,7 +162,7 @@ func TestClaimProvenanceExposure(t *testing.T) {
 		{v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort, NodePort: &port}, map[string]any{"type": "NodePort", "nodePort": float64(30080)}},
 		{v1alpha1.Exposure{Type: v1alpha1.ExposureIngress, Host: "ide.team-a.example"}, map[string]any{"type": "Ingress", "host": "ide.team-a.example"}},
 	} {
-		c := spec.Claim{Exposure: tc.e, Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: "https://u:p@git.example/t.git?x=y", Ref: "main"}}}
+		c := workerv1.Claim{Exposure: tc.e, Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: "https://u:p@git.example/t.git?x=y", Ref: "main"}}}
 		p := claimProvenance(c, "", time.Time{})
 		if d := cmp.Diff(tc.want, p.External["exposure"]); d != "" {
 			t.Errorf("exposure %+v (-want +got):\n%s", tc.e, d)

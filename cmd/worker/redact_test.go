@@ -11,8 +11,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
@@ -83,9 +82,9 @@ func TestNoCredentialInMessagesOrLogs(t *testing.T) {
 	reg := regtest.StartWith(t, regtest.Options{Users: map[string]string{"alice": "the-right-one"}})
 	dockerDir := writeFiles(t, map[string]string{"config.json": `{"auths":{"` + reg.Host + `":{"auth":"` +
 		base64.StdEncoding.EncodeToString([]byte("alice:"+dockerPass)) + `"}}}`})
-	t.Setenv(spec.EnvDockerConfig, dockerDir)
+	t.Setenv(workerv1.EnvDockerConfig, dockerDir)
 	t.Setenv(EnvPullAuthDir, dockerDir)
-	t.Setenv(spec.EnvHFToken, hfToken)
+	t.Setenv(workerv1.EnvHFToken, hfToken)
 	gitSecret := writeFiles(t, map[string]string{"username": "x-access-token", "password": gitPassword + "\n"})
 	t.Setenv(EnvSourceAuthDir, gitSecret)
 	vol := writeFiles(t, map[string]string{"w.gguf": "weights"})
@@ -129,9 +128,9 @@ func TestNoCredentialInMessagesOrLogs(t *testing.T) {
 		return strings.Replace(u, "http://", "http://x-access-token:"+urlPassword+"@", 1)
 	}
 
-	target := spec.Target{Repository: reg.Host + "/leak/test", Tag: "v1", PlainHTTP: true}
-	artifact := func(src v1alpha1.ArtifactSource) spec.Artifact {
-		return spec.Artifact{Source: src, Format: v1alpha1.FormatModelKit, Target: target}
+	target := workerv1.Target{Repository: reg.Host + "/leak/test", Tag: "v1", PlainHTTP: true}
+	artifact := func(src v1alpha1.ArtifactSource) workerv1.Artifact {
+		return workerv1.Artifact{Source: src, Format: v1alpha1.FormatModelKit, Target: target}
 	}
 	hfSrc := func(endpoint string) v1alpha1.ArtifactSource {
 		return v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/tiny", Endpoint: endpoint}}
@@ -142,8 +141,8 @@ func TestNoCredentialInMessagesOrLogs(t *testing.T) {
 	gitSrc := func(u string) v1alpha1.ArtifactSource {
 		return v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: u, Ref: "main"}}
 	}
-	claim := func(u string) spec.Claim {
-		return spec.Claim{Name: "x", Namespace: "team-a", Target: target,
+	claim := func(u string) workerv1.Claim {
+		return workerv1.Claim{Name: "x", Namespace: "team-a", Target: target,
 			Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: u, Ref: "main", Path: "apps/code-server/base"}}}
 	}
 
@@ -159,7 +158,7 @@ func TestNoCredentialInMessagesOrLogs(t *testing.T) {
 		{"http pre-signed denied", "artifact", artifact(httpSrc(files.URL + "/denied.tar.gz?" + presigned))},
 		{"http pre-signed host down", "artifact", artifact(httpSrc(dead + "/m.tar.gz?" + presigned))},
 		{"http pre-signed redirect to dead host", "artifact", artifact(httpSrc(files.URL + "/moved.tar.gz?" + presigned))},
-		{"http pre-signed checksum mismatch", "artifact", spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{
+		{"http pre-signed checksum mismatch", "artifact", workerv1.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{
 			URL: files.URL + "/m.bin?" + presigned, SHA256: strings.Repeat("0", 64)}}, Target: target}},
 		{"http password in url, host down", "artifact", artifact(httpSrc(withPassword(dead) + "/m.tar.gz"))},
 		{"git secret password denied", "artifact", artifact(gitSrc(git.URL))},
@@ -170,7 +169,7 @@ func TestNoCredentialInMessagesOrLogs(t *testing.T) {
 		{"claim secret password denied", "claim", claim(tmpl.URL)},
 		{"claim password in url denied", "claim", claim(withPassword(tmpl.URL))},
 		{"claim password in url, host down", "claim", claim(withPassword(dead) + "/templates.git")},
-		{"delete denied", "delete", spec.Delete{Reference: reg.Host + "/leak/test@sha256:" + strings.Repeat("a", 64), Target: target}},
+		{"delete denied", "delete", workerv1.Delete{Reference: reg.Host + "/leak/test@sha256:" + strings.Repeat("a", 64), Target: target}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +178,7 @@ func TestNoCredentialInMessagesOrLogs(t *testing.T) {
 			if code == 0 || !res.Failed() {
 				t.Fatalf("exit %d, %+v: every case here must fail", code, res)
 			}
-			msg, _ := result.Marshal(res)
+			msg, _ := workerv1.MarshalResult(res)
 			if strings.Contains(string(msg), marker) {
 				t.Errorf("termination message holds a credential: %s", msg)
 			}

@@ -11,25 +11,20 @@ import (
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 )
-
-// ReasonResultUnavailable: a dispatched run completed, but its tag names
-// nothing in the registry.
-const ReasonResultUnavailable = "ResultUnavailable"
 
 func init() { commands["resolve"] = runResolve }
 
 // runResolve reports what the target tag names, as the run that pushed it
 // would have: digest, reference, media and artifact type, size, and the
 // source revision from the manifest's annotation.
-func runResolve(ctx context.Context) result.Result {
-	var r spec.Resolve
-	if err := spec.Load(&r); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+func runResolve(ctx context.Context) workerv1.Result {
+	var r workerv1.Resolve
+	if err := workerv1.LoadSpec(&r); err != nil {
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	res, err := resolveTag(ctx, r.Target)
 	if err != nil {
@@ -38,37 +33,37 @@ func runResolve(ctx context.Context) result.Result {
 	return res
 }
 
-func resolveTag(ctx context.Context, t spec.Target) (result.Result, error) {
+func resolveTag(ctx context.Context, t workerv1.Target) (workerv1.Result, error) {
 	tag := t.Tag
 	if tag == "" {
 		tag = "latest"
 	}
 	repo, err := registry.Repository(t.Repository, registry.TargetOptions(t))
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	desc, rc, err := repo.FetchReference(ctx, tag)
 	switch {
 	case errors.Is(err, errdef.ErrNotFound):
-		return result.Result{}, failure.Permanent(ReasonResultUnavailable,
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonResultUnavailable,
 			fmt.Errorf("the run completed on a worker cluster, but tag %s of %s names nothing", tag, t.Repository))
 	case err != nil:
-		return result.Result{}, failure.Registry(err)
+		return workerv1.Result{}, failure.Registry(err)
 	}
 	raw, err := content.ReadAll(rc, desc)
 	rc.Close()
 	if err != nil {
-		return result.Result{}, failure.Registry(err)
+		return workerv1.Result{}, failure.Registry(err)
 	}
 	var m ocispec.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return result.Result{}, failure.Permanent(ReasonResultUnavailable, fmt.Errorf("tag %s of %s is not an image manifest: %v", tag, t.Repository, err))
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonResultUnavailable, fmt.Errorf("tag %s of %s is not an image manifest: %v", tag, t.Repository, err))
 	}
 	artifactType := m.ArtifactType
 	if artifactType == "" {
 		artifactType = m.Config.MediaType
 	}
-	return result.Result{
+	return workerv1.Result{
 		Digest: desc.Digest.String(), Reference: t.Repository + "@" + desc.Digest.String(),
 		MediaType: desc.MediaType, ArtifactType: artifactType, Size: desc.Size, Tag: tag,
 		SourceRevision: revisionOf(m.Annotations[ocispec.AnnotationRevision]),

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -24,15 +24,15 @@ func TestResolveOnRealRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
-	target := spec.Target{Repository: host + "/resolve/model", Tag: "v1", PlainHTTP: true}
-	code, pushed := runWorker(t, spec.Artifact{
+	target := workerv1.Target{Repository: host + "/resolve/model", Tag: "v1", PlainHTTP: true}
+	code, pushed := runWorker(t, workerv1.Artifact{
 		Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
 		Format: v1alpha1.FormatModelKit, Target: target,
 	})
 	if code != 0 {
 		t.Fatalf("push failed: %+v", pushed.Error)
 	}
-	code, got := runCommand(t, "resolve", spec.Resolve{Target: target})
+	code, got := runCommand(t, "resolve", workerv1.Resolve{Target: target})
 	if code != 0 || got.Failed() {
 		t.Fatalf("resolve failed: exit %d, %+v", code, got.Error)
 	}
@@ -41,8 +41,8 @@ func TestResolveOnRealRegistry(t *testing.T) {
 		t.Errorf("resolved %+v, pushed %+v", got, pushed)
 	}
 	target.Tag = "v9"
-	if code, res := runCommand(t, "resolve", spec.Resolve{Target: target}); code == 0 || res.Error == nil ||
-		res.Error.Reason != ReasonResultUnavailable || !res.Error.Permanent {
+	if code, res := runCommand(t, "resolve", workerv1.Resolve{Target: target}); code == 0 || res.Error == nil ||
+		res.Error.Reason != workerv1.ReasonResultUnavailable || !res.Error.Permanent {
 		t.Errorf("an unknown tag: exit %d, result %+v", code, res)
 	}
 }

@@ -9,21 +9,20 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // runCommand runs `worker <command>` in-process with doc as its spec, in a
 // fresh workspace, and returns the exit code and the parsed termination
 // message.
-func runCommand(t *testing.T, command string, doc any) (int, result.Result) {
+func runCommand(t *testing.T, command string, doc any) (int, workerv1.Result) {
 	t.Helper()
-	encoded, err := spec.Encode(doc)
+	encoded, err := workerv1.EncodeSpec(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "termination-log")
-	t.Setenv(spec.EnvSpec, encoded)
+	t.Setenv(workerv1.EnvSpec, encoded)
 	t.Setenv(EnvTerminationLog, log)
 	t.Setenv(EnvWorkspace, t.TempDir())
 	code := run([]string{command})
@@ -31,25 +30,25 @@ func runCommand(t *testing.T, command string, doc any) (int, result.Result) {
 	if err != nil {
 		t.Fatalf("no termination message: %v", err)
 	}
-	res, err := result.Parse(b)
+	res, err := workerv1.ParseResult(b)
 	if err != nil {
 		t.Fatalf("termination message %s: %v", b, err)
 	}
 	return code, res
 }
 
-func runWorker(t *testing.T, a spec.Artifact) (int, result.Result) {
+func runWorker(t *testing.T, a workerv1.Artifact) (int, workerv1.Result) {
 	t.Helper()
 	return runCommand(t, "artifact", a)
 }
 
-func runClaimWorker(t *testing.T, c spec.Claim) (int, result.Result) {
+func runClaimWorker(t *testing.T, c workerv1.Claim) (int, workerv1.Result) {
 	t.Helper()
 	t.Setenv(EnvSourceAuthDir, filepath.Join(t.TempDir(), "no-auth"))
 	return runCommand(t, "claim", c)
 }
 
-func runDeleteWorker(t *testing.T, d spec.Delete) (int, result.Result) {
+func runDeleteWorker(t *testing.T, d workerv1.Delete) (int, workerv1.Result) {
 	t.Helper()
 	return runCommand(t, "delete", d)
 }

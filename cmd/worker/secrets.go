@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/redact"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // registerSecrets tells package redact every credential this pod carries,
@@ -23,11 +23,11 @@ import (
 // It only reads the values to remove them from text; which credential goes
 // where is decided by the code that uses them.
 func registerSecrets() {
-	redact.Add(os.Getenv(spec.EnvHFToken))
-	registerSecretDir(envOr(EnvSourceAuthDir, spec.SourceAuthDir))
-	registerSecretDir(envOr(EnvTemplateAuthDir, spec.TemplateAuthDir))
-	registerSecretDir(envOr(EnvSigningKeyDir, spec.SigningKeyDir))
-	for _, dir := range []string{os.Getenv(spec.EnvDockerConfig), envOr(EnvPullAuthDir, spec.PullAuthDir), spec.PushAuthDir} {
+	redact.Add(os.Getenv(workerv1.EnvHFToken))
+	registerSecretDir(envOr(EnvSourceAuthDir, workerv1.SourceAuthDir))
+	registerSecretDir(envOr(EnvTemplateAuthDir, workerv1.TemplateAuthDir))
+	registerSecretDir(envOr(EnvSigningKeyDir, workerv1.SigningKeyDir))
+	for _, dir := range []string{os.Getenv(workerv1.EnvDockerConfig), envOr(EnvPullAuthDir, workerv1.PullAuthDir), workerv1.PushAuthDir} {
 		if dir != "" {
 			registerDockerConfig(filepath.Join(dir, "config.json"))
 		}

@@ -17,13 +17,12 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/result"
 	"github.com/packline/packline/jobs/sign"
-	"github.com/packline/packline/jobs/spec"
 )
 
-// EnvSigningKeyDir overrides spec.SigningKeyDir (tests, and the sandbox's
+// EnvSigningKeyDir overrides workerv1.SigningKeyDir (tests, and the sandbox's
 // process node, where pods are local processes).
 const EnvSigningKeyDir = "PACKLINE_SIGNING_KEY_DIR"
 
@@ -38,7 +37,7 @@ const EnvSigningKeyDir = "PACKLINE_SIGNING_KEY_DIR"
 // never points at an artifact that could not be signed.
 //
 // wait returns a nil Signer when the run does not sign.
-func startSigner(ctx context.Context, s *spec.Signing) (context.Context, func() (*sign.Signer, error), error) {
+func startSigner(ctx context.Context, s *workerv1.Signing) (context.Context, func() (*sign.Signer, error), error) {
 	none := func() (*sign.Signer, error) { return nil, nil }
 	if s == nil {
 		return ctx, none, nil
@@ -46,16 +45,16 @@ func startSigner(ctx context.Context, s *spec.Signing) (context.Context, func() 
 	// The provenance records the binary's digest; hashing it (tens of MB)
 	// overlaps with the fetch and push too.
 	go executableSHA256()
-	dir := envOr(EnvSigningKeyDir, spec.SigningKeyDir)
-	keyPEM, err := readSmall(filepath.Join(dir, spec.SigningKeyFile))
+	dir := envOr(EnvSigningKeyDir, workerv1.SigningKeyDir)
+	keyPEM, err := readSmall(filepath.Join(dir, workerv1.SigningKeyFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return ctx, none, failure.Permanent(failure.ReasonSigningKeyMissing, fmt.Errorf("%s: reading %s: %v", s.KeyField, spec.SigningKeyFile, err))
+		return ctx, none, failure.Permanent(workerv1.ReasonSigningKeyMissing, fmt.Errorf("%s: reading %s: %v", s.KeyField, workerv1.SigningKeyFile, err))
 	}
 	key, err := sign.ParseKey(keyPEM)
 	if err != nil {
 		return ctx, none, keyFailure(s, err)
 	}
-	password, _ := readSmall(filepath.Join(dir, spec.SigningPasswordFile))
+	password, _ := readSmall(filepath.Join(dir, workerv1.SigningPasswordFile))
 	decrypt := func() (*sign.Signer, error) {
 		k, err := key.Decrypt(password)
 		if trimmed := bytes.TrimRight(password, "\r\n"); errors.Is(err, sign.ErrWrongPassword) && len(trimmed) != len(password) {
@@ -85,19 +84,19 @@ func startSigner(ctx context.Context, s *spec.Signing) (context.Context, func() 
 }
 
 // keyFailure turns a key error into its reason, naming the field.
-func keyFailure(s *spec.Signing, err error) error {
-	reason := failure.ReasonSigningKeyUnsupported
+func keyFailure(s *workerv1.Signing, err error) error {
+	reason := workerv1.ReasonSigningKeyUnsupported
 	switch {
 	case errors.Is(err, sign.ErrKeyMissing):
-		reason = failure.ReasonSigningKeyMissing
+		reason = workerv1.ReasonSigningKeyMissing
 	case errors.Is(err, sign.ErrWrongPassword):
-		reason = failure.ReasonSigningKeyPassword
+		reason = workerv1.ReasonSigningKeyPassword
 	}
 	return failure.Permanent(reason, fmt.Errorf("%s: %v", s.KeyField, err))
 }
 
 // earlierPush resolves the digest that an earlier attempt pushed and then
-// failed to sign (spec.EnvPushedDigest): this attempt signs it, checked to
+// failed to sign (workerv1.EnvPushedDigest): this attempt signs it, checked to
 // be still there, and pushes nothing again.
 func earlierPush(ctx context.Context, repo oras.Target, repository, pushed string) (ocispec.Descriptor, error) {
 	desc, err := repo.Resolve(ctx, pushed)
@@ -112,7 +111,7 @@ func earlierPush(ctx context.Context, repo oras.Target, repository, pushed strin
 // be why the push was cancelled), then the push's own error; with no key
 // the push's result stands, else what it pushed is signed with prov.
 func signedResult(ctx context.Context, waitSigner func() (*sign.Signer, error), t oras.Target, repository string,
-	res result.Result, err error, prov func(revision string) sign.Provenance) result.Result {
+	res workerv1.Result, err error, prov func(revision string) sign.Provenance) workerv1.Result {
 	signer, kerr := waitSigner()
 	if kerr != nil {
 		return failure.ToResult(kerr)
@@ -127,37 +126,37 @@ func signedResult(ctx context.Context, waitSigner func() (*sign.Signer, error), 
 }
 
 // signPushed signs res's manifest and attaches prov. On failure the result
-// still names the pushed artifact (result.Pushed), so the next attempt
+// still names the pushed artifact (workerv1.Pushed), so the next attempt
 // only signs it.
-func signPushed(ctx context.Context, signer *sign.Signer, t oras.Target, repository string, res result.Result, prov sign.Provenance) result.Result {
-	fail := func(err error) result.Result {
+func signPushed(ctx context.Context, signer *sign.Signer, t oras.Target, repository string, res workerv1.Result, prov sign.Provenance) workerv1.Result {
+	fail := func(err error) workerv1.Result {
 		r := failure.ToResult(err)
-		r.Error.Pushed = &result.Pushed{Digest: res.Digest, Reference: res.Reference, SourceRevision: res.SourceRevision}
+		r.Error.Pushed = &workerv1.Pushed{Digest: res.Digest, Reference: res.Reference, SourceRevision: res.SourceRevision}
 		return r
 	}
 	d, err := digest.Parse(res.Digest)
 	if err != nil {
-		return fail(failure.Permanent(failure.ReasonPushFailed, err))
+		return fail(failure.Permanent(workerv1.ReasonPushFailed, err))
 	}
 	prov.FinishedOn = time.Now().UTC()
 	statement, err := sign.Statement(repository, d, prov)
 	if err != nil {
-		return fail(failure.Permanent(failure.ReasonSignaturePush, err))
+		return fail(failure.Permanent(workerv1.ReasonSignaturePush, err))
 	}
 	att, err := signer.Attach(ctx, t, repository, d, statement)
 	var pe *sign.PushError
 	if errors.As(err, &pe) {
 		classified := failure.Registry(pe.Err)
 		var fe *failure.Error
-		if errors.As(classified, &fe) && fe.Reason != failure.ReasonRegistryAuth {
+		if errors.As(classified, &fe) && fe.Reason != workerv1.ReasonRegistryAuth {
 			// Anything but refused credentials is worth another attempt,
 			// which pushes nothing but the signature.
-			classified = failure.Retryable(failure.ReasonSignaturePush, pe.Err)
+			classified = failure.Retryable(workerv1.ReasonSignaturePush, pe.Err)
 		}
 		return fail(wrapMessage(classified, fmt.Sprintf("%s is pushed, but attaching its signature failed: pushing %s", res.Reference, pe.Tag)))
 	}
 	if err != nil {
-		return fail(failure.Retryable(failure.ReasonSignaturePush, err))
+		return fail(failure.Retryable(workerv1.ReasonSignaturePush, err))
 	}
 	res.Signature, res.Attestation = att.Signature.String(), att.Attestation.String()
 	fmt.Fprintf(os.Stderr, "sign: %s signed (%s) with provenance (%s)\n", res.Reference, res.Signature, res.Attestation)
@@ -179,7 +178,7 @@ func wrapMessage(err error, prefix string) error {
 func builderProvenance(p sign.Provenance) sign.Provenance {
 	p.BuilderID = "https://packline.dev/worker"
 	p.BuilderVersion = map[string]string{"packline": version}
-	if img := os.Getenv(spec.EnvWorkerImage); img != "" {
+	if img := os.Getenv(workerv1.EnvWorkerImage); img != "" {
 		dep := sign.Dependency{Name: "worker-image", URI: "oci://" + img}
 		if _, d, ok := cutDigest(img); ok {
 			dep.Digest = map[string]string{d.Algorithm().String(): d.Encoded()}
@@ -189,7 +188,7 @@ func builderProvenance(p sign.Provenance) sign.Provenance {
 	if sum, err := executableSHA256(); err == nil {
 		p.BuilderDependencies = append(p.BuilderDependencies, sign.Dependency{Name: "worker-binary", Digest: map[string]string{"sha256": sum}})
 	}
-	p.InvocationID = os.Getenv(spec.EnvInvocation)
+	p.InvocationID = os.Getenv(workerv1.EnvInvocation)
 	return p
 }
 

@@ -17,8 +17,8 @@ import (
 	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/regtest"
 )
@@ -37,7 +37,7 @@ func BenchmarkSigningOverhead(b *testing.B) {
 	large := benchenv.Bytes(b, 1<<30)
 	host := regtest.Start(b)
 	keyDirBench(b)
-	b.Setenv(spec.EnvWorkerImage, "ghcr.io/packline/worker:bench")
+	b.Setenv(workerv1.EnvWorkerImage, "ghcr.io/packline/worker:bench")
 	sizes := []struct {
 		name  string
 		bytes int64
@@ -55,10 +55,10 @@ func BenchmarkSigningOverhead(b *testing.B) {
 		for _, s := range sizes {
 			b.Setenv(EnvSourceVolumeDir, roots[s.name])
 			b.Setenv(EnvWorkspace, b.TempDir())
-			a := spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models"}},
+			a := workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models"}},
 				Format:  v1alpha1.FormatModelKit,
-				Target:  spec.Target{Repository: fmt.Sprintf("%s/bench/%s-%d", host, s.name, i), Tag: "v1", PlainHTTP: true},
-				Signing: &spec.Signing{KeyField: "spec.signing.keySecretRef", Resource: spec.Resource{Kind: "Artifact", Namespace: "bench", Name: s.name, Generation: 1}}}
+				Target:  workerv1.Target{Repository: fmt.Sprintf("%s/bench/%s-%d", host, s.name, i), Tag: "v1", PlainHTTP: true},
+				Signing: &workerv1.Signing{KeyField: "spec.signing.keySecretRef", Resource: workerv1.Resource{Kind: "Artifact", Namespace: "bench", Name: s.name, Generation: 1}}}
 			repo, err := registry.Repository(a.Target.Repository, registry.TargetOptions(a.Target))
 			if err != nil {
 				b.Fatal(err)
@@ -121,8 +121,8 @@ func keyDirBench(b *testing.B) {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
-	os.WriteFile(filepath.Join(dir, spec.SigningKeyFile), pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED SIGSTORE PRIVATE KEY", Bytes: enc}), 0o400)
-	os.WriteFile(filepath.Join(dir, spec.SigningPasswordFile), []byte("bench"), 0o400)
+	os.WriteFile(filepath.Join(dir, workerv1.SigningKeyFile), pem.EncodeToMemory(&pem.Block{Type: "ENCRYPTED SIGSTORE PRIVATE KEY", Bytes: enc}), 0o400)
+	os.WriteFile(filepath.Join(dir, workerv1.SigningPasswordFile), []byte("bench"), 0o400)
 	b.Setenv(EnvSigningKeyDir, dir)
 }
 

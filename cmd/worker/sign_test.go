@@ -22,10 +22,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/cosigntest"
 	"github.com/packline/packline/test/fixtures"
 	"github.com/packline/packline/test/gitserver"
@@ -38,12 +36,12 @@ func keyDir(t *testing.T, keyPEM []byte, password string) {
 	t.Helper()
 	dir := t.TempDir()
 	if keyPEM != nil {
-		if err := os.WriteFile(filepath.Join(dir, spec.SigningKeyFile), keyPEM, 0o400); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, workerv1.SigningKeyFile), keyPEM, 0o400); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if password != "" {
-		if err := os.WriteFile(filepath.Join(dir, spec.SigningPasswordFile), []byte(password), 0o400); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, workerv1.SigningPasswordFile), []byte(password), 0o400); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,14 +58,14 @@ func cosignKey(t *testing.T, password string) (cosigntest.KeyPair, []byte) {
 	return kp, b
 }
 
-func testSigning(kind, name string) *spec.Signing {
-	return &spec.Signing{KeyField: "spec.signing.keySecretRef (Secret signing-key)",
-		Resource: spec.Resource{Kind: kind, Namespace: "team-a", Name: name, UID: "uid-1", Generation: 3}}
+func testSigning(kind, name string) *workerv1.Signing {
+	return &workerv1.Signing{KeyField: "spec.signing.keySecretRef (Secret signing-key)",
+		Resource: workerv1.Resource{Kind: kind, Namespace: "team-a", Name: name, UID: "uid-1", Generation: 3}}
 }
 
 // verifyWithCosign checks res with the real cosign CLI, and returns the
 // provenance predicate of the verified attestation.
-func verifyWithCosign(t *testing.T, pub string, res result.Result) map[string]any {
+func verifyWithCosign(t *testing.T, pub string, res workerv1.Result) map[string]any {
 	t.Helper()
 	if res.Signature == "" || res.Attestation == "" {
 		t.Fatalf("result names no signature or attestation: %+v", res)
@@ -138,7 +136,7 @@ func TestSignedArtifactsVerifyWithCosign(t *testing.T) {
 	vol := t.TempDir()
 	os.WriteFile(filepath.Join(vol, "w.safetensors"), []byte("w"), 0o644)
 	t.Setenv(EnvSourceVolumeDir, vol)
-	t.Setenv(spec.EnvWorkerImage, "ghcr.io/packline/worker@sha256:"+strings.Repeat("ab", 32))
+	t.Setenv(workerv1.EnvWorkerImage, "ghcr.io/packline/worker@sha256:"+strings.Repeat("ab", 32))
 
 	for _, tc := range []struct {
 		name   string
@@ -151,8 +149,8 @@ func TestSignedArtifactsVerifyWithCosign(t *testing.T) {
 		{"ModelPack from a volume", v1alpha1.FormatModelPack, v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "models"}}, "pvc://team-a/models/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := spec.Artifact{Source: tc.source, Format: tc.format,
-				Target: spec.Target{Repository: host + "/signed/" + strings.ToLower(string(tc.format)), Tag: "v1", PlainHTTP: true}}
+			a := workerv1.Artifact{Source: tc.source, Format: tc.format,
+				Target: workerv1.Target{Repository: host + "/signed/" + strings.ToLower(string(tc.format)), Tag: "v1", PlainHTTP: true}}
 			keyDir(t, nil, "")
 			code, unsigned := runWorker(t, a)
 			if code != 0 {
@@ -225,7 +223,7 @@ func TestSignedClaimVerifiesWithCosign(t *testing.T) {
 		{Dir: gitserver.FixtureDir(t, "templates"), Tags: []string{"v1.0.0"}},
 	}}, gitserver.Options{})
 	values := `{"replicas":2}`
-	c := spec.Claim{
+	c := workerv1.Claim{
 		Name: "ide", Namespace: "team-a",
 		Template: v1alpha1.ClaimTemplateSpec{
 			Source:  v1alpha1.TemplateSource{URL: git.URL, Ref: "v1.0.0", Path: "apps/code-server/base"},
@@ -234,9 +232,9 @@ func TestSignedClaimVerifiesWithCosign(t *testing.T) {
 		},
 		Values:  &apiextensionsv1.JSON{Raw: []byte(values)},
 		Profile: &v1alpha1.EnvironmentProfileSpec{IngressClassName: "nginx"},
-		Target:  spec.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
-		Signing: &spec.Signing{KeyField: "EnvironmentProfile lab spec.signing.keySecretRef", Template: "code-server", Profile: "lab",
-			Resource: spec.Resource{Kind: "Claim", Namespace: "team-a", Name: "ide", Generation: 1}},
+		Target:  workerv1.Target{Repository: host + "/claims/team-a/ide", Tag: "v1", PlainHTTP: true},
+		Signing: &workerv1.Signing{KeyField: "EnvironmentProfile lab spec.signing.keySecretRef", Template: "code-server", Profile: "lab",
+			Resource: workerv1.Resource{Kind: "Claim", Namespace: "team-a", Name: "ide", Generation: 1}},
 	}
 	unsignedClaim := c
 	unsignedClaim.Signing = nil
@@ -296,17 +294,17 @@ func TestSigningKeyFailures(t *testing.T) {
 		// early: found before the source is fetched.
 		early bool
 	}{
-		{"wrong password", keyPEM, "hunter2-not-it", failure.ReasonSigningKeyPassword, false},
-		{"no password for an encrypted key", keyPEM, "", failure.ReasonSigningKeyPassword, false},
-		{"missing key", nil, "", failure.ReasonSigningKeyMissing, true},
-		{"RSA key", rsaPEM, "", failure.ReasonSigningKeyUnsupported, true},
+		{"wrong password", keyPEM, "hunter2-not-it", workerv1.ReasonSigningKeyPassword, false},
+		{"no password for an encrypted key", keyPEM, "", workerv1.ReasonSigningKeyPassword, false},
+		{"missing key", nil, "", workerv1.ReasonSigningKeyMissing, true},
+		{"RSA key", rsaPEM, "", workerv1.ReasonSigningKeyUnsupported, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			keyDir(t, tc.key, tc.password)
 			before := fetched.Load()
 			repository := host + "/keys/" + strings.ReplaceAll(tc.name, " ", "-")
-			code, res := runWorker(t, spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.bin"}},
-				Target: spec.Target{Repository: strings.ToLower(repository), Tag: "v1", PlainHTTP: true}, Signing: testSigning("Artifact", "x")})
+			code, res := runWorker(t, workerv1.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.bin"}},
+				Target: workerv1.Target{Repository: strings.ToLower(repository), Tag: "v1", PlainHTTP: true}, Signing: testSigning("Artifact", "x")})
 			if code != 1 || !res.Failed() || res.Error.Reason != tc.reason || !res.Error.Permanent {
 				t.Fatalf("exit %d, error %+v; want permanent %s", code, res.Error, tc.reason)
 			}
@@ -396,13 +394,13 @@ func TestSignaturePushRetriedWithoutRepush(t *testing.T) {
 		w.Write([]byte("weights"))
 	}))
 	defer srv.Close()
-	a := spec.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/w.bin"}},
-		Target: spec.Target{Repository: reg.host + "/models/flaky", Tag: "v1", PlainHTTP: true}, Signing: testSigning("Artifact", "flaky")}
+	a := workerv1.Artifact{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/w.bin"}},
+		Target: workerv1.Target{Repository: reg.host + "/models/flaky", Tag: "v1", PlainHTTP: true}, Signing: testSigning("Artifact", "flaky")}
 
 	reg.down.Store(true)
 	code, res := runWorker(t, a)
-	if code != 1 || !res.Failed() || res.Error.Reason != failure.ReasonSignaturePush || res.Error.Permanent {
-		t.Fatalf("exit %d, error %+v; want retryable %s", code, res.Error, failure.ReasonSignaturePush)
+	if code != 1 || !res.Failed() || res.Error.Reason != workerv1.ReasonSignaturePush || res.Error.Permanent {
+		t.Fatalf("exit %d, error %+v; want retryable %s", code, res.Error, workerv1.ReasonSignaturePush)
 	}
 	if p := res.Error.Pushed; p == nil || !strings.HasSuffix(p.Reference, "@"+p.Digest) || p.SourceRevision == "" {
 		t.Fatalf("failure does not name the pushed artifact: %+v", res.Error)
@@ -414,8 +412,8 @@ func TestSignaturePushRetriedWithoutRepush(t *testing.T) {
 	fetchesBefore, manifestsBefore := fetched.Load(), len(reg.manifestUploads())
 
 	reg.down.Store(false)
-	t.Setenv(spec.EnvPushedDigest, pushed.Digest)
-	t.Setenv(spec.EnvPushedRevision, pushed.SourceRevision)
+	t.Setenv(workerv1.EnvPushedDigest, pushed.Digest)
+	t.Setenv(workerv1.EnvPushedRevision, pushed.SourceRevision)
 	code, res = runWorker(t, a)
 	if code != 0 || res.Failed() {
 		t.Fatalf("retry: exit %d, error %+v", code, res.Error)

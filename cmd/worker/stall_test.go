@@ -15,8 +15,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/test/gitserver"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/regtest"
@@ -80,14 +79,14 @@ func stallWhen(h http.Handler, release <-chan struct{}, limit int, match func(*h
 
 // runBounded runs the worker and waits at most stallCeiling for it. On the
 // ceiling it releases the stalls so the run can end, and fails the test.
-func runBounded(t *testing.T, command string, doc any, letGo func()) (int, result.Result, time.Duration) {
+func runBounded(t *testing.T, command string, doc any, letGo func()) (int, workerv1.Result, time.Duration) {
 	t.Helper()
-	encoded, err := spec.Encode(doc)
+	encoded, err := workerv1.EncodeSpec(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := filepath.Join(t.TempDir(), "termination-log")
-	t.Setenv(spec.EnvSpec, encoded)
+	t.Setenv(workerv1.EnvSpec, encoded)
 	t.Setenv(EnvTerminationLog, log)
 	t.Setenv(EnvWorkspace, t.TempDir())
 	start := time.Now()
@@ -106,7 +105,7 @@ func runBounded(t *testing.T, command string, doc any, letGo func()) (int, resul
 	if err != nil {
 		t.Fatalf("no termination message: %v", err)
 	}
-	res, err := result.Parse(b)
+	res, err := workerv1.ParseResult(b)
 	if err != nil {
 		t.Fatalf("termination message %s: %v", b, err)
 	}
@@ -178,14 +177,14 @@ func TestStalledServersFailRetryably(t *testing.T) {
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
 	volume := v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc"}}
-	target := spec.Target{Repository: reg.Host + "/stall/model", Tag: "v1", PlainHTTP: true}
-	if code, res, _ := runBounded(t, "artifact", spec.Artifact{Source: volume, Format: v1alpha1.FormatModelKit, Target: target}, letGo); code != 0 {
+	target := workerv1.Target{Repository: reg.Host + "/stall/model", Tag: "v1", PlainHTTP: true}
+	if code, res, _ := runBounded(t, "artifact", workerv1.Artifact{Source: volume, Format: v1alpha1.FormatModelKit, Target: target}, letGo); code != 0 {
 		t.Fatalf("seeding the registry: %+v", res.Error)
 	}
 
-	artifact := func(src v1alpha1.ArtifactSource) spec.Artifact {
-		return spec.Artifact{Source: src, Format: v1alpha1.FormatModelKit,
-			Target: spec.Target{Repository: reg.Host + "/stall/out", Tag: "v1", PlainHTTP: true}}
+	artifact := func(src v1alpha1.ArtifactSource) workerv1.Artifact {
+		return workerv1.Artifact{Source: src, Format: v1alpha1.FormatModelKit,
+			Target: workerv1.Target{Repository: reg.Host + "/stall/out", Tag: "v1", PlainHTTP: true}}
 	}
 	cases := []struct {
 		name    string
@@ -195,11 +194,11 @@ func TestStalledServersFailRetryably(t *testing.T) {
 		{"http file", "artifact", artifact(v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: files.URL + "/w.bin"}})},
 		{"hugging face file", "artifact", artifact(v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/m", Endpoint: hfStall.URL}})},
 		{"git pack", "artifact", artifact(v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: git.URL}})},
-		{"template git pack", "claim", spec.Claim{Name: "x", Namespace: "team-a", Target: target,
+		{"template git pack", "claim", workerv1.Claim{Name: "x", Namespace: "team-a", Target: target,
 			Template: v1alpha1.ClaimTemplateSpec{Source: v1alpha1.TemplateSource{URL: tmpl.URL, Ref: "main", Path: "apps/code-server/base"}}}},
 		{"oci blob pull", "artifact", artifact(v1alpha1.ArtifactSource{OCI: &v1alpha1.OCISource{Reference: regStallHost + "/stall/model:v1", PlainHTTP: true}})},
-		{"registry manifest push", "artifact", spec.Artifact{Source: volume, Format: v1alpha1.FormatModelKit,
-			Target: spec.Target{Repository: regStallHost + "/stall/pushed", Tag: "v1", PlainHTTP: true}}},
+		{"registry manifest push", "artifact", workerv1.Artifact{Source: volume, Format: v1alpha1.FormatModelKit,
+			Target: workerv1.Target{Repository: regStallHost + "/stall/pushed", Tag: "v1", PlainHTTP: true}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,17 +7,8 @@ import (
 
 	"oras.land/oras-go/v2/errdef"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
-)
-
-// Reasons a periodic verification reports (spec.verifyInterval).
-const (
-	// ReasonArtifactMissing: the pushed digest is no longer in the registry.
-	ReasonArtifactMissing = "ArtifactMissing"
-	// ReasonTagMoved: the tag resolves to another digest, or to none.
-	ReasonTagMoved = "TagMoved"
 )
 
 func init() { commands["verify"] = runVerify }
@@ -25,10 +16,10 @@ func init() { commands["verify"] = runVerify }
 // runVerify checks, with the push credentials, that the pushed manifest is
 // still in the registry and its tag still points at it: two HEAD requests,
 // nothing downloaded.
-func runVerify(ctx context.Context) result.Result {
-	var v spec.Verify
-	if err := spec.Load(&v); err != nil {
-		return failure.ToResult(failure.Permanent(failure.ReasonInvalidSpec, err))
+func runVerify(ctx context.Context) workerv1.Result {
+	var v workerv1.Verify
+	if err := workerv1.LoadSpec(&v); err != nil {
+		return failure.ToResult(failure.Permanent(workerv1.ReasonInvalidSpec, err))
 	}
 	r, err := verifyPushed(ctx, v)
 	if err != nil {
@@ -37,28 +28,28 @@ func runVerify(ctx context.Context) result.Result {
 	return r
 }
 
-func verifyPushed(ctx context.Context, v spec.Verify) (result.Result, error) {
+func verifyPushed(ctx context.Context, v workerv1.Verify) (workerv1.Result, error) {
 	repoRef, dgst, repo, err := pushedRepository(v.Reference, v.Target)
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	desc, err := repo.Resolve(ctx, dgst)
 	switch {
 	case errors.Is(err, errdef.ErrNotFound):
-		return result.Result{}, failure.Permanent(ReasonArtifactMissing, fmt.Errorf("%s is no longer in the registry", v.Reference))
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonArtifactMissing, fmt.Errorf("%s is no longer in the registry", v.Reference))
 	case err != nil:
-		return result.Result{}, failure.Registry(err)
+		return workerv1.Result{}, failure.Registry(err)
 	}
 	if tag := v.Target.Tag; tag != "" {
 		cur, err := repo.Resolve(ctx, tag)
 		switch {
 		case errors.Is(err, errdef.ErrNotFound):
-			return result.Result{}, failure.Permanent(ReasonTagMoved, fmt.Errorf("tag %s of %s no longer exists; it pointed at %s", tag, repoRef, dgst))
+			return workerv1.Result{}, failure.Permanent(workerv1.ReasonTagMoved, fmt.Errorf("tag %s of %s no longer exists; it pointed at %s", tag, repoRef, dgst))
 		case err != nil:
-			return result.Result{}, failure.Registry(err)
+			return workerv1.Result{}, failure.Registry(err)
 		case cur.Digest.String() != dgst:
-			return result.Result{}, failure.Permanent(ReasonTagMoved, fmt.Errorf("tag %s of %s now points at %s, not the pushed %s", tag, repoRef, cur.Digest, dgst))
+			return workerv1.Result{}, failure.Permanent(workerv1.ReasonTagMoved, fmt.Errorf("tag %s of %s now points at %s, not the pushed %s", tag, repoRef, cur.Digest, dgst))
 		}
 	}
-	return result.Result{Digest: dgst, Reference: v.Reference, MediaType: desc.MediaType, Size: desc.Size, Tag: v.Target.Tag}, nil
+	return workerv1.Result{Digest: dgst, Reference: v.Reference, MediaType: desc.MediaType, Size: desc.Size, Tag: v.Target.Tag}, nil
 }

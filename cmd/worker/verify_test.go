@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -21,24 +20,24 @@ func TestVerifyOnRealRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(EnvSourceVolumeDir, vol)
-	push := func(content string) result.Result {
+	push := func(content string) workerv1.Result {
 		if err := os.WriteFile(filepath.Join(vol, "m", "w.safetensors"), []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		code, res := runWorker(t, spec.Artifact{
+		code, res := runWorker(t, workerv1.Artifact{
 			Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
 			Format: v1alpha1.FormatModelKit,
-			Target: spec.Target{Repository: host + "/verify/model", Tag: "v1", PlainHTTP: true},
+			Target: workerv1.Target{Repository: host + "/verify/model", Tag: "v1", PlainHTTP: true},
 		})
 		if code != 0 {
 			t.Fatalf("push failed: %+v", res.Error)
 		}
 		return res
 	}
-	target := spec.Target{Tag: "v1", PlainHTTP: true}
+	target := workerv1.Target{Tag: "v1", PlainHTTP: true}
 	verify := func(ref, wantReason string) {
 		t.Helper()
-		code, res := runCommand(t, "verify", spec.Verify{Reference: ref, Target: target})
+		code, res := runCommand(t, "verify", workerv1.Verify{Reference: ref, Target: target})
 		switch {
 		case wantReason == "" && (code != 0 || res.Failed()):
 			t.Fatalf("verify of %s failed: %+v", ref, res.Error)
@@ -51,7 +50,7 @@ func TestVerifyOnRealRegistry(t *testing.T) {
 	second := push("two") // moves v1
 	verify(first.Reference, "TagMoved")
 	verify(second.Reference, "")
-	if code, res := runDeleteWorker(t, spec.Delete{Reference: second.Reference, Target: target}); code != 0 {
+	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: second.Reference, Target: target}); code != 0 {
 		t.Fatalf("delete failed: %+v", res.Error)
 	}
 	verify(second.Reference, "ArtifactMissing")

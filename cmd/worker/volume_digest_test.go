@@ -11,9 +11,9 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -65,9 +65,9 @@ func TestVolumeDigestFollowsContent(t *testing.T) {
 
 	for _, f := range []v1alpha1.PackFormat{v1alpha1.FormatModelKit, v1alpha1.FormatModelPack} {
 		t.Run(string(f), func(t *testing.T) {
-			job := func(repo string) spec.Artifact {
-				return spec.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
-					Format: f, Target: spec.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}}
+			job := func(repo string) workerv1.Artifact {
+				return workerv1.Artifact{Source: v1alpha1.ArtifactSource{Volume: &v1alpha1.VolumeSource{ClaimName: "pvc", Path: "m"}},
+					Format: f, Target: workerv1.Target{Repository: reg + "/" + repo, Tag: "v1", PlainHTTP: true}}
 			}
 			target := "vol-digest/" + strings.ToLower(string(f))
 			t.Setenv(EnvSourceVolumeDir, vol)

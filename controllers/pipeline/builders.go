@@ -12,8 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // DefaultWorkspaceSize is used when neither spec nor profile sets one.
@@ -145,7 +144,7 @@ type JobParams struct {
 	WorkspaceSize *resource.Quantity
 	// Pushed, when set, is the artifact an earlier attempt of the run
 	// pushed before its signature failed: this attempt only signs it.
-	Pushed *result.Pushed
+	Pushed *workerv1.Pushed
 }
 
 const workerContainer = "worker"
@@ -173,22 +172,22 @@ func BuildJob(p JobParams) *batchv1.Job {
 	}
 
 	env := append([]corev1.EnvVar{
-		{Name: spec.EnvSpec, Value: p.SpecJSON},
+		{Name: workerv1.EnvSpec, Value: p.SpecJSON},
 		// Tools that honour HOME or TMPDIR must write to the writable tmp.
-		{Name: "HOME", Value: spec.TmpDir},
-		{Name: "TMPDIR", Value: spec.TmpDir},
+		{Name: "HOME", Value: workerv1.TmpDir},
+		{Name: "TMPDIR", Value: workerv1.TmpDir},
 	}, p.Env...)
 	// What the provenance records about the run: the image and the Job.
-	env = append(env, corev1.EnvVar{Name: spec.EnvWorkerImage, Value: p.Image}, corev1.EnvVar{Name: spec.EnvInvocation, Value: ns + "/" + name})
+	env = append(env, corev1.EnvVar{Name: workerv1.EnvWorkerImage, Value: p.Image}, corev1.EnvVar{Name: workerv1.EnvInvocation, Value: ns + "/" + name})
 	if p.Pushed != nil {
-		env = append(env, corev1.EnvVar{Name: spec.EnvPushedDigest, Value: p.Pushed.Digest}, corev1.EnvVar{Name: spec.EnvPushedRevision, Value: p.Pushed.SourceRevision})
+		env = append(env, corev1.EnvVar{Name: workerv1.EnvPushedDigest, Value: p.Pushed.Digest}, corev1.EnvVar{Name: workerv1.EnvPushedRevision, Value: p.Pushed.SourceRevision})
 	}
 	if p.WorkspaceSize != nil && !p.EphemeralWorkspace {
-		env = append(env, corev1.EnvVar{Name: spec.EnvArchiveMaxBytes, Value: strconv.FormatInt(p.WorkspaceSize.Value(), 10)})
+		env = append(env, corev1.EnvVar{Name: workerv1.EnvArchiveMaxBytes, Value: strconv.FormatInt(p.WorkspaceSize.Value(), 10)})
 	}
 	mounts := append([]corev1.VolumeMount{
-		{Name: "workspace", MountPath: spec.WorkspaceDir},
-		{Name: "tmp", MountPath: spec.TmpDir},
+		{Name: "workspace", MountPath: workerv1.WorkspaceDir},
+		{Name: "tmp", MountPath: workerv1.TmpDir},
 	}, p.Mounts...)
 	workspace := corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: WorkspaceName(RunBase(p.Owner, ns))},
@@ -243,7 +242,7 @@ func BuildJob(p JobParams) *batchv1.Job {
 						Env:                      env,
 						VolumeMounts:             mounts,
 						Resources:                resources,
-						WorkingDir:               spec.WorkspaceDir,
+						WorkingDir:               workerv1.WorkspaceDir,
 						TerminationMessagePath:   corev1.TerminationMessagePathDefault,
 						TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 						ImagePullPolicy:          corev1.PullIfNotPresent,

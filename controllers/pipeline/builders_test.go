@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 var owner = Owner{GVK: schema.GroupVersionKind{Group: "packline.dev", Version: "v1alpha1", Kind: "Artifact"},
@@ -86,8 +86,8 @@ func jobParams(mut func(*JobParams)) JobParams {
 	var m Mounts
 	tgt := m.Target(v1alpha1.Target{Repository: "r.example.com/m", PushSecretRef: &corev1.LocalObjectReference{Name: "push-creds"},
 		CASecretRef: &corev1.LocalObjectReference{Name: "ca"}}, "r.example.com/m")
-	m.SecretEnv(spec.EnvHFToken, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"})
-	doc, _ := spec.Encode(spec.Artifact{Target: tgt})
+	m.SecretEnv(workerv1.EnvHFToken, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"})
+	doc, _ := workerv1.EncodeSpec(workerv1.Artifact{Target: tgt})
 	p := JobParams{Owner: owner, Generation: 2, Attempt: 1, InputsHash: "0123456789abcdef", Image: "worker:v1",
 		Command: "artifact", SpecJSON: doc, Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts,
 		Timeout: 2 * time.Hour, TTLAfterFinished: time.Hour,
@@ -134,7 +134,7 @@ func TestBuildJob(t *testing.T) {
 	for _, m := range c.VolumeMounts {
 		mounts[m.MountPath] = m.Name
 	}
-	for _, path := range []string{spec.WorkspaceDir, spec.TmpDir, spec.PushAuthDir, spec.CADir} {
+	for _, path := range []string{workerv1.WorkspaceDir, workerv1.TmpDir, workerv1.PushAuthDir, workerv1.CADir} {
 		if mounts[path] == "" {
 			t.Errorf("nothing mounted at %s", path)
 		}
@@ -143,14 +143,14 @@ func TestBuildJob(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
-	if env[spec.EnvDockerConfig].Value != spec.PushAuthDir {
-		t.Errorf("DOCKER_CONFIG = %q", env[spec.EnvDockerConfig].Value)
+	if env[workerv1.EnvDockerConfig].Value != workerv1.PushAuthDir {
+		t.Errorf("DOCKER_CONFIG = %q", env[workerv1.EnvDockerConfig].Value)
 	}
-	if ref := env[spec.EnvHFToken].ValueFrom; ref == nil || ref.SecretKeyRef.Name != "hf" || env[spec.EnvHFToken].Value != "" {
-		t.Errorf("HF_TOKEN must come from a secretKeyRef only: %+v", env[spec.EnvHFToken])
+	if ref := env[workerv1.EnvHFToken].ValueFrom; ref == nil || ref.SecretKeyRef.Name != "hf" || env[workerv1.EnvHFToken].Value != "" {
+		t.Errorf("HF_TOKEN must come from a secretKeyRef only: %+v", env[workerv1.EnvHFToken])
 	}
-	if !strings.Contains(env[spec.EnvSpec].Value, `"caFile":"/var/run/packline/ca/ca.crt"`) {
-		t.Errorf("worker spec lacks the CA path: %s", env[spec.EnvSpec].Value)
+	if !strings.Contains(env[workerv1.EnvSpec].Value, `"caFile":"/var/run/packline/ca/ca.crt"`) {
+		t.Errorf("worker spec lacks the CA path: %s", env[workerv1.EnvSpec].Value)
 	}
 	for _, l := range []map[string]string{job.Labels, job.Spec.Template.Labels} {
 		for k := range l {
@@ -256,7 +256,7 @@ func TestTmpSizeLimit(t *testing.T) {
 // optional because a credential uses only some of them.
 func TestSecretKeysMountsOnlyNamedKeys(t *testing.T) {
 	var m Mounts
-	m.SecretKeys("source-auth", "git-creds", spec.SourceAuthDir, GitCredentialKeys...)
+	m.SecretKeys("source-auth", "git-creds", workerv1.SourceAuthDir, GitCredentialKeys...)
 	if len(m.Volumes) != 1 || m.Volumes[0].Secret == nil {
 		t.Fatalf("volumes %+v", m.Volumes)
 	}
@@ -272,7 +272,7 @@ func TestSecretKeysMountsOnlyNamedKeys(t *testing.T) {
 	if sv.Optional == nil || !*sv.Optional {
 		t.Error("the keys must be optional")
 	}
-	if !m.Mounts[0].ReadOnly || m.Mounts[0].MountPath != spec.SourceAuthDir {
+	if !m.Mounts[0].ReadOnly || m.Mounts[0].MountPath != workerv1.SourceAuthDir {
 		t.Errorf("mount %+v", m.Mounts[0])
 	}
 }
@@ -283,12 +283,12 @@ func TestArchiveLimitFollowsWorkspace(t *testing.T) {
 	job := BuildJob(jobParams(func(p *JobParams) { p.WorkspaceSize = &size }))
 	var got string
 	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == spec.EnvArchiveMaxBytes {
+		if e.Name == workerv1.EnvArchiveMaxBytes {
 			got = e.Value
 		}
 	}
 	if got != "21474836480" {
-		t.Errorf("%s = %q, want the workspace size in bytes", spec.EnvArchiveMaxBytes, got)
+		t.Errorf("%s = %q, want the workspace size in bytes", workerv1.EnvArchiveMaxBytes, got)
 	}
 	if params := (WorkspaceParams{}); workspaceSize(params).String() != "10Gi" {
 		t.Errorf("default workspace size %s", workspaceSize(params))

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/redact"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Finalizer holds a resource with deletionPolicy Delete until its cleanup
@@ -221,7 +221,7 @@ func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string,
 	var m Mounts
 	target := m.Target(push, "")
 	target.Tag = st.Tag
-	doc, err := spec.Encode(spec.Delete{Reference: st.Reference, Target: target})
+	doc, err := workerv1.EncodeSpec(workerv1.Delete{Reference: st.Reference, Target: target})
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // Mounts collects the env vars and volumes that carry credentials into the
@@ -73,20 +73,20 @@ func (m *Mounts) SecretEnv(name string, sel corev1.SecretKeySelector) {
 
 // Target mounts a push target's docker config and CA, and returns the
 // secret-free target for the worker document.
-func (m *Mounts) Target(t v1alpha1.Target, repository string) spec.Target {
-	out := spec.Target{Repository: repository, Tag: t.Tag, PlainHTTP: t.PlainHTTP, Insecure: t.InsecureSkipTLSVerify}
+func (m *Mounts) Target(t v1alpha1.Target, repository string) workerv1.Target {
+	out := workerv1.Target{Repository: repository, Tag: t.Tag, PlainHTTP: t.PlainHTTP, Insecure: t.InsecureSkipTLSVerify}
 	if out.Tag == "" {
 		out.Tag = "latest"
 	}
 	if t.PushSecretRef != nil {
-		m.dockerConfig(VolumePushAuth, t.PushSecretRef.Name, spec.PushAuthDir)
+		m.dockerConfig(VolumePushAuth, t.PushSecretRef.Name, workerv1.PushAuthDir)
 		m.Source(VolumePushAuth, fmt.Sprintf("Secret %q (spec.target.pushSecretRef, key %s)", t.PushSecretRef.Name, corev1.DockerConfigJsonKey))
-		m.Env = append(m.Env, corev1.EnvVar{Name: spec.EnvDockerConfig, Value: spec.PushAuthDir})
+		m.Env = append(m.Env, corev1.EnvVar{Name: workerv1.EnvDockerConfig, Value: workerv1.PushAuthDir})
 	}
 	if t.CASecretRef != nil {
-		m.SecretDir(VolumeRegistryCA, t.CASecretRef.Name, spec.CADir, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})
+		m.SecretDir(VolumeRegistryCA, t.CASecretRef.Name, workerv1.CADir, corev1.KeyToPath{Key: "ca.crt", Path: "ca.crt"})
 		m.Source(VolumeRegistryCA, fmt.Sprintf("Secret %q (spec.target.caSecretRef, key ca.crt)", t.CASecretRef.Name))
-		out.CAFile = path.Join(spec.CADir, "ca.crt")
+		out.CAFile = path.Join(workerv1.CADir, "ca.crt")
 	}
 	return out
 }
@@ -108,7 +108,7 @@ func (m Mounts) TargetOnly() Mounts {
 		}
 	}
 	for _, e := range m.Env {
-		if e.Name == spec.EnvDockerConfig && e.Value == spec.PushAuthDir {
+		if e.Name == workerv1.EnvDockerConfig && e.Value == workerv1.PushAuthDir {
 			out.Env = append(out.Env, e)
 		}
 	}
@@ -126,12 +126,12 @@ func (m Mounts) TargetOnly() Mounts {
 // file, which it reports as SigningKeyMissing naming the field, rather
 // than a pod that cannot start.
 func (m *Mounts) SigningKey(secret string) {
-	m.SecretKeys("signing-key", secret, spec.SigningKeyDir, spec.SigningKeyFile, spec.SigningPasswordFile)
+	m.SecretKeys("signing-key", secret, workerv1.SigningKeyDir, workerv1.SigningKeyFile, workerv1.SigningPasswordFile)
 }
 
 // PullSecret mounts a dockerconfigjson Secret for a source registry.
 func (m *Mounts) PullSecret(secret string) {
-	m.dockerConfig("pull-auth", secret, spec.PullAuthDir)
+	m.dockerConfig("pull-auth", secret, workerv1.PullAuthDir)
 	m.Source("pull-auth", fmt.Sprintf("Secret %q (spec.source.oci.pullSecretRef, key %s)", secret, corev1.DockerConfigJsonKey))
 }
 

@@ -8,7 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // State is what one attempt's Job says about the run.
@@ -25,13 +25,12 @@ const (
 
 // Reasons the controller itself reports (the worker's come in its result).
 const (
-	ReasonInvalidResult    = "InvalidResult"
-	ReasonDeadlineExceeded = "DeadlineExceeded"
-	ReasonWorkerCrashed    = "WorkerCrashed"
-	ReasonUnschedulable    = "Unschedulable"
-	ReasonWaitingForPod    = "WaitingForPod"
-	ReasonQueued           = "Queued"
-	ReasonRunning          = "Running"
+	ReasonInvalidResult = "InvalidResult"
+	ReasonWorkerCrashed = "WorkerCrashed"
+	ReasonUnschedulable = "Unschedulable"
+	ReasonWaitingForPod = "WaitingForPod"
+	ReasonQueued        = "Queued"
+	ReasonRunning       = "Running"
 	// ReasonServiceAccountMissing: --worker-service-account is not in the namespace.
 	ReasonServiceAccountMissing = "ServiceAccountMissing"
 	// ReasonConfigError is the kubelet's: a Secret (or key) the pod
@@ -53,10 +52,10 @@ type Observation struct {
 	// Permanent is set on failures that a new attempt cannot fix.
 	Permanent bool
 	// Result is the parsed termination message of a successful run.
-	Result *result.Result
+	Result *workerv1.Result
 	// Pushed is the artifact a failed run pushed before failing (its
 	// signature could not be attached).
-	Pushed *result.Pushed
+	Pushed *workerv1.Pushed
 }
 
 // Observe reads one attempt. It is a pure function so that every case the
@@ -117,7 +116,7 @@ func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Ob
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: "Job completed but no finished worker pod is left to read its result from"}
 	}
-	r, err := result.Parse([]byte(term.Message))
+	r, err := workerv1.ParseResult([]byte(term.Message))
 	if err != nil {
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: fmt.Sprintf("pod %s: invalid result in termination message: %v", pod.Name, err)}
@@ -131,7 +130,7 @@ func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Ob
 
 func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) Observation {
 	if c.Reason == batchv1.JobReasonDeadlineExceeded {
-		return Observation{State: StateFailed, Reason: ReasonDeadlineExceeded,
+		return Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded,
 			Message: "attempt ran longer than spec.timeout (Job activeDeadlineSeconds)"}
 	}
 	if term == nil {
@@ -143,7 +142,7 @@ func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminate
 		return Observation{State: StateFailed, Reason: ReasonWorkerCrashed,
 			Message: fmt.Sprintf("worker exited with code %d (%s) without writing a result", term.ExitCode, term.Reason)}
 	}
-	r, err := result.Parse([]byte(term.Message))
+	r, err := workerv1.ParseResult([]byte(term.Message))
 	if err != nil {
 		return Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true,
 			Message: fmt.Sprintf("worker exited with code %d and an invalid result: %v", term.ExitCode, err)}

@@ -11,7 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	. "github.com/packline/packline/test/wrappers"
 )
 
@@ -46,14 +46,14 @@ func TestObserve(t *testing.T) {
 		{"running", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Running().Obj()},
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"pod succeeded, Job not yet updated: the pod's result counts", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
-			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
+			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &workerv1.Result{
 				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
 		{"pod succeeded without a valid result, Job not yet updated: wait for the Job", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(0, "garbage").Obj()},
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"pod failed, Job not yet updated: wait for the Job", MakeJob("j", "ns").Active().Obj(), []corev1.Pod{*pod().Terminated(1, retryableMsg).Obj()},
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"succeeded with result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, okResult).Obj()},
-			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
+			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &workerv1.Result{
 				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
 		{"succeeded without result", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{*pod().Terminated(0, "").Obj()},
 			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
@@ -74,7 +74,7 @@ func TestObserve(t *testing.T) {
 			[]corev1.Pod{*pod().Terminated(2, "panic: boom").Obj()},
 			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
 		{"deadline exceeded", MakeJob("j", "ns").Failed(batchv1.JobReasonDeadlineExceeded).Obj(), nil,
-			Observation{State: StateFailed, Reason: ReasonDeadlineExceeded}},
+			Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded}},
 		{"dispatched, running on a worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Active().Obj(), nil,
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"dispatched, completed: the result stays on the worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Complete().Obj(), nil,
@@ -86,7 +86,7 @@ func TestObserve(t *testing.T) {
 		{"newest pod wins", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{
 			*pod().Terminated(1, "garbage").Created(time.Unix(1, 0)).Obj(),
 			*MakePod("p2", "ns", "j").Terminated(0, okResult).Created(time.Unix(2, 0)).Obj()},
-			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &result.Result{
+			Observation{State: StateSucceeded, Reason: "Succeeded", Result: &workerv1.Result{
 				Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}}},
 	}
 	for _, tc := range cases {

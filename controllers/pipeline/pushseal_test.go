@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // fakeSealer's seal is the joined values: enough to see what is sealed.
@@ -37,15 +37,15 @@ func TestSealPush(t *testing.T) {
 		want     string
 	}{
 		{"a success the manager recorded", v1alpha1.PipelineStatus{Digest: digest, Reference: ref},
-			Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: ref}}, false, sealed},
+			Observation{State: StateSucceeded, Result: &workerv1.Result{Digest: digest, Reference: ref}}, false, sealed},
 		{"a push before a signing failure", v1alpha1.PipelineStatus{Digest: digest, Reference: ref},
-			Observation{State: StateFailed, Pushed: &result.Pushed{Digest: digest, Reference: ref}}, false, sealed},
+			Observation{State: StateFailed, Pushed: &workerv1.Pushed{Digest: digest, Reference: ref}}, false, sealed},
 		{"status holds another reference", v1alpha1.PipelineStatus{Digest: digest, Reference: "evil.example.com/m@" + digest},
-			Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: ref}}, false, ""},
+			Observation{State: StateSucceeded, Result: &workerv1.Result{Digest: digest, Reference: ref}}, false, ""},
 		{"no push observed", v1alpha1.PipelineStatus{Digest: digest, Reference: ref},
 			Observation{State: StateRunning}, false, ""},
 		{"read back from the registry", v1alpha1.PipelineStatus{Digest: digest, Reference: ref},
-			Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: ref}}, true, ""},
+			Observation{State: StateSucceeded, Result: &workerv1.Result{Digest: digest, Reference: ref}}, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &Pipeline{Kind: "Artifact", PushSealer: fakeSealer{}}

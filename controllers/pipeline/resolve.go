@@ -9,7 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // ReasonReadingResult: a dispatched attempt completed and its result is
@@ -60,7 +60,7 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		return Observation{State: StateFailed, Reason: ReasonResultNotMirrored, Permanent: true,
 			Message: "the attempt ran on a worker cluster, and this kind's result cannot be read back from the registry"}, nil
 	}
-	doc, err := spec.Encode(spec.Resolve{Target: target})
+	doc, err := workerv1.EncodeSpec(workerv1.Resolve{Target: target})
 	if err != nil {
 		return Observation{}, err
 	}
@@ -93,12 +93,12 @@ func (p *Pipeline) buildResolveJob(s *scope, attempt int32, doc string) *batchv1
 }
 
 // workTarget is the push target of a run's worker document.
-func workTarget(doc any) (spec.Target, bool) {
+func workTarget(doc any) (workerv1.Target, bool) {
 	switch d := doc.(type) {
-	case spec.Artifact:
+	case workerv1.Artifact:
 		return d.Target, true
-	case spec.Claim:
+	case workerv1.Claim:
 		return d.Target, true
 	}
-	return spec.Target{}, false
+	return workerv1.Target{}, false
 }

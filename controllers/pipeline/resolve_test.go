@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // TestResolveJobMountsOnlyTheTarget: the Job that reads a dispatched run's
@@ -17,11 +17,11 @@ import (
 // the run's other mounts (source Secrets, source PVC, signing key).
 func TestResolveJobMountsOnlyTheTarget(t *testing.T) {
 	var m Mounts
-	m.SecretEnv(spec.EnvHFToken, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"})
-	m.SecretKeys("source-auth", "git", spec.SourceAuthDir, GitCredentialKeys...)
+	m.SecretEnv(workerv1.EnvHFToken, corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"})
+	m.SecretKeys("source-auth", "git", workerv1.SourceAuthDir, GitCredentialKeys...)
 	m.Volumes = append(m.Volumes, corev1.Volume{Name: "source-volume", VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data", ReadOnly: true}}})
-	m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: "source-volume", MountPath: spec.SourceVolumeDir, ReadOnly: true})
+	m.Mounts = append(m.Mounts, corev1.VolumeMount{Name: "source-volume", MountPath: workerv1.SourceVolumeDir, ReadOnly: true})
 	m.Target(v1alpha1.Target{
 		PushSecretRef: &corev1.LocalObjectReference{Name: "push"},
 		CASecretRef:   &corev1.LocalObjectReference{Name: "ca"},
@@ -46,10 +46,10 @@ func TestResolveJobMountsOnlyTheTarget(t *testing.T) {
 		t.Errorf("volumes (-want +got):\n%s", diff)
 	}
 	wantMounts := []corev1.VolumeMount{
-		{Name: "workspace", MountPath: spec.WorkspaceDir},
-		{Name: "tmp", MountPath: spec.TmpDir},
-		{Name: VolumePushAuth, MountPath: spec.PushAuthDir, ReadOnly: true},
-		{Name: VolumeRegistryCA, MountPath: spec.CADir, ReadOnly: true},
+		{Name: "workspace", MountPath: workerv1.WorkspaceDir},
+		{Name: "tmp", MountPath: workerv1.TmpDir},
+		{Name: VolumePushAuth, MountPath: workerv1.PushAuthDir, ReadOnly: true},
+		{Name: VolumeRegistryCA, MountPath: workerv1.CADir, ReadOnly: true},
 	}
 	if diff := cmp.Diff(wantMounts, pod.Containers[0].VolumeMounts); diff != "" {
 		t.Errorf("mounts (-want +got):\n%s", diff)
@@ -59,7 +59,7 @@ func TestResolveJobMountsOnlyTheTarget(t *testing.T) {
 		if e.ValueFrom != nil {
 			fromSecrets = append(fromSecrets, e.Name)
 		}
-		if e.Name == spec.EnvDockerConfig && e.Value != spec.PushAuthDir {
+		if e.Name == workerv1.EnvDockerConfig && e.Value != workerv1.PushAuthDir {
 			t.Errorf("%s = %q", e.Name, e.Value)
 		}
 	}

@@ -11,16 +11,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // signingReasons are the worker's failures that leave a run unsigned.
 var signingReasons = map[string]bool{
-	failure.ReasonSigningKeyMissing:     true,
-	failure.ReasonSigningKeyPassword:    true,
-	failure.ReasonSigningKeyUnsupported: true,
-	failure.ReasonSignaturePush:         true,
+	workerv1.ReasonSigningKeyMissing:     true,
+	workerv1.ReasonSigningKeyPassword:    true,
+	workerv1.ReasonSigningKeyUnsupported: true,
+	workerv1.ReasonSignaturePush:         true,
 }
 
 // recordSigning moves status.signature, status.attestation and the Signed
@@ -52,7 +51,7 @@ func recordSigning(st *v1alpha1.PipelineStatus, o Observation) {
 // digest was written there. When no earlier attempt's Job and pod are left
 // (deleted, collected by their TTL) the attempt pushes again: same inputs,
 // same digest, and then signs what it pushed itself.
-func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (*result.Pushed, error) {
+func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (*workerv1.Pushed, error) {
 	for a := attempt - 1; a >= 1; a-- {
 		job := s.jobs[a]
 		if job == nil {
@@ -73,7 +72,7 @@ func (p *Pipeline) pushedEarlier(ctx context.Context, s *scope, attempt int32) (
 // its signature failed, read from the termination message of a pod that
 // the Job controls (a pod is only labelled with the Job's name by choice;
 // the controller reference carries the Job's UID).
-func PushedBy(job *batchv1.Job, pods []corev1.Pod) *result.Pushed {
+func PushedBy(job *batchv1.Job, pods []corev1.Pod) *workerv1.Pushed {
 	if o := Observe(job, OwnPods(job, pods)); o.State == StateFailed {
 		return o.Pushed
 	}

@@ -12,9 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	. "github.com/packline/packline/test/wrappers"
 )
 
@@ -23,7 +21,7 @@ const sigDigest = "sha256:111111111111111111111111111111111111111111111111111111
 // recordSigning: what a finished attempt leaves in status (PushedBy, not
 // status, tells the next attempt what was pushed).
 func TestRecordSigning(t *testing.T) {
-	pushed := &result.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
+	pushed := &workerv1.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
 	type want struct {
 		signature, digest string
 		signed            metav1.ConditionStatus // "" means no condition
@@ -36,18 +34,18 @@ func TestRecordSigning(t *testing.T) {
 		want  want
 	}{
 		{name: "signed", phase: v1alpha1.PhaseSucceeded,
-			o:    Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: "r@" + digest, Signature: sigDigest, Attestation: sigDigest}},
+			o:    Observation{State: StateSucceeded, Result: &workerv1.Result{Digest: digest, Reference: "r@" + digest, Signature: sigDigest, Attestation: sigDigest}},
 			want: want{signature: sigDigest, signed: metav1.ConditionTrue, reason: "Signed"}},
 		{name: "unsigned run", phase: v1alpha1.PhaseSucceeded,
-			o: Observation{State: StateSucceeded, Result: &result.Result{Digest: digest, Reference: "r@" + digest}}},
+			o: Observation{State: StateSucceeded, Result: &workerv1.Result{Digest: digest, Reference: "r@" + digest}}},
 		{name: "signature push failed after the push", phase: v1alpha1.PhaseRetrying,
-			o:    Observation{State: StateFailed, Reason: failure.ReasonSignaturePush, Message: "registry went away", Pushed: pushed},
-			want: want{digest: digest, signed: metav1.ConditionFalse, reason: failure.ReasonSignaturePush}},
+			o:    Observation{State: StateFailed, Reason: workerv1.ReasonSignaturePush, Message: "registry went away", Pushed: pushed},
+			want: want{digest: digest, signed: metav1.ConditionFalse, reason: workerv1.ReasonSignaturePush}},
 		{name: "wrong password before anything was pushed", phase: v1alpha1.PhaseFailed,
-			o:    Observation{State: StateFailed, Reason: failure.ReasonSigningKeyPassword, Message: "cannot decrypt", Permanent: true},
-			want: want{signed: metav1.ConditionFalse, reason: failure.ReasonSigningKeyPassword}},
+			o:    Observation{State: StateFailed, Reason: workerv1.ReasonSigningKeyPassword, Message: "cannot decrypt", Permanent: true},
+			want: want{signed: metav1.ConditionFalse, reason: workerv1.ReasonSigningKeyPassword}},
 		{name: "other failure", phase: v1alpha1.PhaseRetrying,
-			o: Observation{State: StateFailed, Reason: failure.ReasonRegistryFailed, Message: "503"}},
+			o: Observation{State: StateFailed, Reason: workerv1.ReasonRegistryFailed, Message: "503"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &v1alpha1.PipelineStatus{}
@@ -72,7 +70,7 @@ func TestRecordSigning(t *testing.T) {
 // with claims/status or artifacts/status) and never from a pod that only
 // carries the Job's name label.
 func TestPushedBy(t *testing.T) {
-	pushed := &result.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
+	pushed := &workerv1.Pushed{Digest: digest, Reference: "r.example.com/m@" + digest, SourceRevision: "abc"}
 	msg := fmt.Sprintf(`{"error":{"reason":"SignaturePushFailed","message":"attaching failed","permanent":false,"pushed":{"digest":%q,"reference":%q,"sourceRevision":"abc"}}}`,
 		pushed.Digest, pushed.Reference)
 	failed := func() *batchv1.Job {
@@ -89,7 +87,7 @@ func TestPushedBy(t *testing.T) {
 		name string
 		job  *batchv1.Job
 		pods []corev1.Pod
-		want *result.Pushed
+		want *workerv1.Pushed
 	}{
 		{"the Job's own pod reports the push", failed(), []corev1.Pod{ownPod("job-uid", msg)}, pushed},
 		{"a pod that only carries the Job's name label", failed(), []corev1.Pod{ownPod("someone-else", msg)}, nil},
@@ -118,16 +116,16 @@ func TestBuildJobSigningEnv(t *testing.T) {
 		return m
 	}
 	plain := env(BuildJob(jobParams(nil)).Spec.Template.Spec.Containers[0].Env)
-	if plain[spec.EnvWorkerImage] != "worker:v1" || plain[spec.EnvInvocation] == "" {
-		t.Errorf("provenance env: image %q invocation %q", plain[spec.EnvWorkerImage], plain[spec.EnvInvocation])
+	if plain[workerv1.EnvWorkerImage] != "worker:v1" || plain[workerv1.EnvInvocation] == "" {
+		t.Errorf("provenance env: image %q invocation %q", plain[workerv1.EnvWorkerImage], plain[workerv1.EnvInvocation])
 	}
-	if _, ok := plain[spec.EnvPushedDigest]; ok {
-		t.Errorf("%s set on a first attempt", spec.EnvPushedDigest)
+	if _, ok := plain[workerv1.EnvPushedDigest]; ok {
+		t.Errorf("%s set on a first attempt", workerv1.EnvPushedDigest)
 	}
 	resumed := env(BuildJob(jobParams(func(p *JobParams) {
-		p.Pushed = &result.Pushed{Digest: digest, Reference: "r@" + digest, SourceRevision: "abc"}
+		p.Pushed = &workerv1.Pushed{Digest: digest, Reference: "r@" + digest, SourceRevision: "abc"}
 	})).Spec.Template.Spec.Containers[0].Env)
-	if resumed[spec.EnvPushedDigest] != digest || resumed[spec.EnvPushedRevision] != "abc" {
+	if resumed[workerv1.EnvPushedDigest] != digest || resumed[workerv1.EnvPushedRevision] != "abc" {
 		t.Errorf("resumed attempt env: %v", resumed)
 	}
 }
@@ -144,7 +142,7 @@ func TestSigningKeyMount(t *testing.T) {
 	if diff := cmp.Diff([]corev1.Volume{want}, m.Volumes); diff != "" {
 		t.Errorf("volume (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "signing-key", MountPath: spec.SigningKeyDir, ReadOnly: true}}, m.Mounts); diff != "" {
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "signing-key", MountPath: workerv1.SigningKeyDir, ReadOnly: true}}, m.Mounts); diff != "" {
 		t.Errorf("mount (-want +got):\n%s", diff)
 	}
 }

@@ -3,7 +3,7 @@ package pipeline
 import (
 	"fmt"
 
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // ReasonSpecTooLarge: the worker's document does not fit in its environment.
@@ -18,7 +18,7 @@ const MaxSpecBytes = 96 << 10
 // checkSpecSize refuses, with a message naming what to shrink, a run whose
 // worker document would not fit.
 func checkSpecSize(w Work) error {
-	doc, err := spec.Encode(w.Spec)
+	doc, err := workerv1.EncodeSpec(w.Spec)
 	if err != nil {
 		return fmt.Errorf("encoding worker spec: %w", err)
 	}

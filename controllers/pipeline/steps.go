@@ -17,7 +17,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // scope carries what one reconcile loaded and decided.
@@ -272,7 +272,7 @@ func (p *Pipeline) workerServiceAccountMissing(ctx context.Context, ns string) (
 }
 
 func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*batchv1.Job, error) {
-	doc, err := spec.Encode(s.work.Spec)
+	doc, err := workerv1.EncodeSpec(s.work.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("encoding worker spec: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // The run's state machine. Transition is pure, so every (phase, event) pair
@@ -77,7 +77,7 @@ type Next struct {
 	// Wait is the backoff before the next attempt, for ActionRetry.
 	Wait time.Duration
 	// Result is the worker's, for ActionSucceed.
-	Result *result.Result
+	Result *workerv1.Result
 }
 
 // Transition moves a run on one event. Succeeded and Failed are terminal

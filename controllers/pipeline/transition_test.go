@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/result"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // TestTransition covers every (phase, event) pair: each row names the
@@ -16,7 +16,7 @@ import (
 // appears twice.
 func TestTransition(t *testing.T) {
 	policy := RetryPolicy{Limit: 3, Base: 10 * time.Second, Cap: 5 * time.Minute}
-	ok := &result.Result{Digest: digest, Reference: "r.example.com/m@" + digest}
+	ok := &workerv1.Result{Digest: digest, Reference: "r.example.com/m@" + digest}
 	events := map[string]Event{
 		"no Job":          Observed(Observation{State: StateNoJob}),
 		"pod pending":     Observed(Observation{State: StatePending, Reason: ReasonWaitingForPod, Message: "waiting"}),

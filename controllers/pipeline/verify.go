@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/spec"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // verifyTimeout bounds one verification: two HEAD requests.
@@ -88,7 +88,7 @@ func (p *Pipeline) createVerifyJob(ctx context.Context, s *scope, seq int32) err
 	var m Mounts
 	target := m.Target(push, "")
 	target.Tag = st.Tag
-	doc, err := spec.Encode(spec.Verify{Reference: st.Reference, Target: target})
+	doc, err := workerv1.EncodeSpec(workerv1.Verify{Reference: st.Reference, Target: target})
 	if err != nil {
 		return err
 	}

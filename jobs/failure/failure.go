@@ -1,7 +1,9 @@
-// Package failure classifies worker errors into the result contract's
-// reasons, and decides which are permanent (retrying cannot help: bad input,
-// denied credentials, missing source) and which are retryable (5xx,
-// timeouts, refused connections).
+// Package failure classifies worker errors (oras, HTTP, network) into the
+// reasons of the worker contract, declared with their class and hint in
+// api/worker/v1, and decides which are permanent (retrying cannot help:
+// bad input, denied credentials, missing source) and which are retryable
+// (5xx, timeouts, refused connections). It stays on the worker side so the
+// manager never links oras-go.
 package failure
 
 import (
@@ -9,59 +11,13 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"oras.land/oras-go/v2/registry/remote/auth"
 	"syscall"
 
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
-	"github.com/packline/packline/jobs/result"
-)
-
-// Reasons written by the worker.
-const (
-	ReasonInvalidSpec     = "InvalidSpec"
-	ReasonSourceNotFound  = "SourceNotFound"
-	ReasonSourceAuth      = "SourceAuthDenied"
-	ReasonSourceFailed    = "SourceFailed"
-	ReasonChecksum        = "ChecksumMismatch"
-	ReasonUnsafeArchive   = "UnsafeArchive"
-	ReasonPackFailed      = "PackFailed"
-	ReasonRenderFailed    = "RenderFailed"
-	ReasonRegistryAuth    = "RegistryAuthDenied"
-	ReasonRegistryFailed  = "RegistryUnavailable"
-	ReasonPushFailed      = "PushFailed"
-	ReasonDeadlineReached = "DeadlineExceeded"
-)
-
-// ReasonTemplateRejected: a Claim's template breaks the render sandbox (a
-// remote base, a path outside the repository, a symlink, a plugin or a Helm
-// chart). Permanent: the template has to change.
-const ReasonTemplateRejected = "TemplateRejected"
-
-// ReasonRenderTooLarge: a Claim's render would exceed the object, size or
-// time bound (nested bases multiply objects). Permanent: the template or
-// the limit has to change.
-const ReasonRenderTooLarge = "RenderTooLarge"
-
-// ReasonUndeclaredKind: a Claim's render holds a kind its ClaimTemplate
-// does not declare in spec.kinds. Admission checked the requester's right to
-// create the declared kinds only, so nothing else may be pushed.
-const ReasonUndeclaredKind = "UndeclaredKind"
-
-// ReasonTemplateAuth: a Claim's template repository refused the
-// credentials of the ClaimTemplate's spec.source.secretRef, or needs some
-// and the template has none. Permanent: an admin has to fix the Secret.
-const ReasonTemplateAuth = "TemplateAuthDenied"
-
-// Signing failures. The key ones are permanent (an admin or the user has
-// to fix the Secret); a signature push that fails is retried, and the
-// retry only signs: the artifact is already pushed.
-const (
-	ReasonSigningKeyMissing     = "SigningKeyMissing"
-	ReasonSigningKeyPassword    = "SigningKeyWrongPassword"
-	ReasonSigningKeyUnsupported = "SigningKeyUnsupported"
-	ReasonSignaturePush         = "SignaturePushFailed"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // Error is an error with a reason and a permanence already decided.
@@ -89,13 +45,13 @@ func Retryable(reason string, err error) error {
 func HTTPStatus(code int, err error) error {
 	switch {
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return Permanent(ReasonSourceAuth, err)
+		return Permanent(workerv1.ReasonSourceAuth, err)
 	case code == http.StatusNotFound || code == http.StatusGone:
-		return Permanent(ReasonSourceNotFound, err)
+		return Permanent(workerv1.ReasonSourceNotFound, err)
 	case code == http.StatusTooManyRequests || code >= 500:
-		return Retryable(ReasonSourceFailed, err)
+		return Retryable(workerv1.ReasonSourceFailed, err)
 	default:
-		return Permanent(ReasonSourceFailed, err)
+		return Permanent(workerv1.ReasonSourceFailed, err)
 	}
 }
 
@@ -112,27 +68,27 @@ func Registry(err error) error {
 	if errors.As(err, &resp) {
 		switch {
 		case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-			return Permanent(ReasonRegistryAuth, err)
+			return Permanent(workerv1.ReasonRegistryAuth, err)
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-			return Retryable(ReasonRegistryFailed, err)
+			return Retryable(workerv1.ReasonRegistryFailed, err)
 		case resp.StatusCode == http.StatusNotFound:
-			return Permanent(ReasonSourceNotFound, err)
+			return Permanent(workerv1.ReasonSourceNotFound, err)
 		default:
-			return Permanent(ReasonPushFailed, err)
+			return Permanent(workerv1.ReasonPushFailed, err)
 		}
 	}
 	if errors.Is(err, errdef.ErrNotFound) {
-		return Permanent(ReasonSourceNotFound, err)
+		return Permanent(workerv1.ReasonSourceNotFound, err)
 	}
 	if errors.Is(err, auth.ErrBasicCredentialNotFound) {
 		// The registry asked for credentials and none were given: no
 		// retry can help, setting a Secret can.
-		return Permanent(ReasonRegistryAuth, err)
+		return Permanent(workerv1.ReasonRegistryAuth, err)
 	}
 	if transient(err) {
-		return Retryable(ReasonRegistryFailed, err)
+		return Retryable(workerv1.ReasonRegistryFailed, err)
 	}
-	return Retryable(ReasonPushFailed, err)
+	return Retryable(workerv1.ReasonPushFailed, err)
 }
 
 // transient reports network-level errors that a later attempt may not hit.
@@ -153,16 +109,16 @@ func transient(err error) bool {
 // errors are retryable unless they are plainly network-free, in which case
 // retrying is still the safer default: a later attempt is cheap, a wrongly
 // Stalled resource needs a human.
-func ToResult(err error) result.Result {
+func ToResult(err error) workerv1.Result {
 	var fe *Error
 	if errors.As(err, &fe) {
-		return result.Result{Error: &result.Error{Reason: fe.Reason, Message: err.Error(), Permanent: fe.Permanent}}
+		return workerv1.Result{Error: &workerv1.Error{Reason: fe.Reason, Message: err.Error(), Permanent: fe.Permanent}}
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return result.Result{Error: &result.Error{Reason: ReasonDeadlineReached, Message: err.Error()}}
+		return workerv1.Result{Error: &workerv1.Error{Reason: workerv1.ReasonDeadlineExceeded, Message: err.Error()}}
 	}
 	if transient(err) {
-		return result.Result{Error: &result.Error{Reason: ReasonRegistryFailed, Message: err.Error()}}
+		return workerv1.Result{Error: &workerv1.Error{Reason: workerv1.ReasonRegistryFailed, Message: err.Error()}}
 	}
-	return result.Result{Error: &result.Error{Reason: "WorkerFailed", Message: err.Error()}}
+	return workerv1.Result{Error: &workerv1.Error{Reason: workerv1.ReasonWorkerFailed, Message: err.Error()}}
 }

@@ -25,6 +25,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/format"
 	"github.com/packline/packline/jobs/kitfile"
@@ -121,11 +122,11 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 		o.Format = v1alpha1.FormatModelKit
 	}
 	if err := format.CheckCompression(o.Compression); err != nil {
-		return ocispec.Descriptor{}, Stats{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+		return ocispec.Descriptor{}, Stats{}, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 	}
 	plan, err := planLayers(root, kf, o)
 	if err != nil {
-		return ocispec.Descriptor{}, Stats{}, failure.Permanent(failure.ReasonPackFailed, err)
+		return ocispec.Descriptor{}, Stats{}, failure.Permanent(workerv1.ReasonPackFailed, err)
 	}
 	layers := make([]ocispec.Descriptor, len(plan))
 	diffIDs := make([]digest.Digest, len(plan))

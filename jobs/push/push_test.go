@@ -9,6 +9,7 @@ import (
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/test/regtest"
@@ -96,7 +97,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		r := regtest.StartWith(t, regtest.Options{Users: map[string]string{"alice": "right"}})
 		cfg := dockerConfig(t, r.Host, "alice", "wrong")
 		_, _, err := pushTree(t, repoAt(t, r.Host, "auth/model", registry.Options{DockerConfigDir: cfg}), root, Options{Tag: "v1"})
-		assertFailure(t, err, failure.ReasonRegistryAuth, true)
+		assertFailure(t, err, workerv1.ReasonRegistryAuth, true)
 	})
 	t.Run("right credentials work", func(t *testing.T) {
 		r := regtest.StartWith(t, regtest.Options{Users: map[string]string{"alice": "right"}})
@@ -109,7 +110,7 @@ func TestErrorsAreClassified(t *testing.T) {
 		r := regtest.StartWith(t, regtest.Options{})
 		r.Stop()
 		_, _, err := pushTree(t, repoAt(t, r.Host, "down/model", registry.Options{}), root, Options{Tag: "v1"})
-		assertFailure(t, err, failure.ReasonRegistryFailed, false)
+		assertFailure(t, err, workerv1.ReasonRegistryFailed, false)
 	})
 }
 

@@ -16,9 +16,9 @@ import (
 	"oras.land/oras-go/v2/registry/remote/credentials"
 	"oras.land/oras-go/v2/registry/remote/retry"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/netx"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Options says how to reach one registry.
@@ -33,7 +33,7 @@ type Options struct {
 }
 
 // TargetOptions returns the Options for a push target.
-func TargetOptions(t spec.Target) Options {
+func TargetOptions(t workerv1.Target) Options {
 	return Options{PlainHTTP: t.PlainHTTP, Insecure: t.Insecure, CAFile: t.CAFile}
 }
 
@@ -41,7 +41,7 @@ func TargetOptions(t spec.Target) Options {
 func Repository(ref string, o Options) (*remote.Repository, error) {
 	repo, err := remote.NewRepository(ref)
 	if err != nil {
-		return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("repository %q: %w", ref, err))
+		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("repository %q: %w", ref, err))
 	}
 	repo.PlainHTTP = o.PlainHTTP
 	client, err := Client(o)
@@ -64,14 +64,14 @@ func Client(o Options) (*auth.Client, error) {
 		if o.CAFile != "" {
 			pem, err := os.ReadFile(o.CAFile)
 			if err != nil {
-				return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("reading CA bundle: %w", err))
+				return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("reading CA bundle: %w", err))
 			}
 			pool, err := x509.SystemCertPool()
 			if err != nil {
 				pool = x509.NewCertPool()
 			}
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("CA bundle %s holds no PEM certificate", o.CAFile))
+				return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("CA bundle %s holds no PEM certificate", o.CAFile))
 			}
 			cfg.RootCAs = pool
 		}
@@ -84,14 +84,14 @@ func Client(o Options) (*auth.Client, error) {
 	}
 	dir := o.DockerConfigDir
 	if dir == "" {
-		dir = os.Getenv(spec.EnvDockerConfig)
+		dir = os.Getenv(workerv1.EnvDockerConfig)
 	}
 	if dir != "" {
 		path := filepath.Join(dir, "config.json")
 		if _, err := os.Stat(path); err == nil {
 			store, err := credentials.NewStore(path, credentials.StoreOptions{})
 			if err != nil {
-				return nil, failure.Permanent(failure.ReasonRegistryAuth, fmt.Errorf("reading registry credentials: %w", err))
+				return nil, failure.Permanent(workerv1.ReasonRegistryAuth, fmt.Errorf("reading registry credentials: %w", err))
 			}
 			client.Credential = credentials.Credential(store)
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/gitauth"
 	"github.com/packline/packline/jobs/render/source"
@@ -31,14 +32,14 @@ func templateAuth(t v1alpha1.ClaimTemplateSpec, dir string) (transport.AuthMetho
 	url := t.Source.URL
 	for _, re := range embeddedCredentials {
 		if re.MatchString(url) {
-			return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf(
+			return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf(
 				"the ClaimTemplate's spec.source.url (%s) embeds credentials: put them in a Secret of the template namespace and name it in spec.source.secretRef", source.Redact(url)))
 		}
 	}
 	if !t.Private() {
 		return nil, nil
 	}
-	auth, err := gitauth.Load(dir, url, failure.ReasonTemplateAuth)
+	auth, err := gitauth.Load(dir, url, workerv1.ReasonTemplateAuth)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +50,7 @@ func templateAuth(t v1alpha1.ClaimTemplateSpec, dir string) (transport.AuthMetho
 		}
 		// The Secret is mounted optional, so a missing one looks like an
 		// empty one here: name it, so the admin can check which.
-		return nil, failure.Permanent(failure.ReasonTemplateAuth, fmt.Errorf(
+		return nil, failure.Permanent(workerv1.ReasonTemplateAuth, fmt.Errorf(
 			"spec.source.secretRef: the Secret %q of the ClaimTemplate (in the manager's template namespace) does not exist or holds no credential for %s: it needs %s",
 			t.Source.SecretRef.Name, source.Redact(url), want))
 	}
@@ -60,11 +61,11 @@ func templateAuth(t v1alpha1.ClaimTemplateSpec, dir string) (transport.AuthMetho
 // repository as the template's, since only its admin can fix it.
 func templateAuthError(t v1alpha1.ClaimTemplateSpec, err error) error {
 	var fe *failure.Error
-	if !errors.As(err, &fe) || (fe.Reason != failure.ReasonSourceAuth && fe.Reason != failure.ReasonTemplateAuth) {
+	if !errors.As(err, &fe) || (fe.Reason != workerv1.ReasonSourceAuth && fe.Reason != workerv1.ReasonTemplateAuth) {
 		return err
 	}
 	if t.Private() {
-		return failure.Permanent(failure.ReasonTemplateAuth, fmt.Errorf("the template repository refused the credentials of the ClaimTemplate's spec.source.secretRef: %w", err))
+		return failure.Permanent(workerv1.ReasonTemplateAuth, fmt.Errorf("the template repository refused the credentials of the ClaimTemplate's spec.source.secretRef: %w", err))
 	}
-	return failure.Permanent(failure.ReasonTemplateAuth, fmt.Errorf("the template repository needs credentials, and the ClaimTemplate has no spec.source.secretRef: %w", err))
+	return failure.Permanent(workerv1.ReasonTemplateAuth, fmt.Errorf("the template repository needs credentials, and the ClaimTemplate has no spec.source.secretRef: %w", err))
 }

@@ -9,9 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // TestBindings sets each binding kind and checks the field it lands in.
@@ -110,34 +110,34 @@ func TestClaimErrors(t *testing.T) {
 	a := apps[0]
 	tests := []struct {
 		name   string
-		edit   func(*spec.Claim)
+		edit   func(*workerv1.Claim)
 		values map[string]any
 		reason string
 	}{
-		{name: "replicas not a number", values: map[string]any{"replicas": "three"}, reason: failure.ReasonInvalidSpec},
-		{name: "negative replicas", values: map[string]any{"replicas": -1}, reason: failure.ReasonInvalidSpec},
-		{name: "image not a string", values: map[string]any{"image": 5}, reason: failure.ReasonInvalidSpec},
-		{name: "resources with extra keys", values: map[string]any{"resources": map[string]any{"cpu": 1}}, reason: failure.ReasonInvalidSpec},
-		{name: "exposure not offered", edit: func(c *spec.Claim) {
+		{name: "replicas not a number", values: map[string]any{"replicas": "three"}, reason: workerv1.ReasonInvalidSpec},
+		{name: "negative replicas", values: map[string]any{"replicas": -1}, reason: workerv1.ReasonInvalidSpec},
+		{name: "image not a string", values: map[string]any{"image": 5}, reason: workerv1.ReasonInvalidSpec},
+		{name: "resources with extra keys", values: map[string]any{"resources": map[string]any{"cpu": 1}}, reason: workerv1.ReasonInvalidSpec},
+		{name: "exposure not offered", edit: func(c *workerv1.Claim) {
 			c.Template.Exposures = nil
 			c.Exposure = v1alpha1.Exposure{Type: v1alpha1.ExposureLoadBalancer}
-		}, reason: failure.ReasonInvalidSpec},
-		{name: "binding target not rendered", edit: func(c *spec.Claim) {
+		}, reason: workerv1.ReasonInvalidSpec},
+		{name: "binding target not rendered", edit: func(c *workerv1.Claim) {
 			c.Template.Parameters[0].Target.Name = "nope"
-		}, reason: failure.ReasonTemplateRejected},
-		{name: "binding container missing", values: map[string]any{"image": "x:1"}, edit: func(c *spec.Claim) {
+		}, reason: workerv1.ReasonTemplateRejected},
+		{name: "binding container missing", values: map[string]any{"image": "x:1"}, edit: func(c *workerv1.Claim) {
 			c.Template.Parameters[1].Container = "sidecar"
-		}, reason: failure.ReasonTemplateRejected},
-		{name: "patch path missing in object", values: map[string]any{"priorityClass": "x"}, edit: func(c *spec.Claim) {
+		}, reason: workerv1.ReasonTemplateRejected},
+		{name: "patch path missing in object", values: map[string]any{"priorityClass": "x"}, edit: func(c *workerv1.Claim) {
 			c.Template.Parameters[4].FieldPath = "/spec/nothing/here"
-		}, reason: failure.ReasonRenderFailed},
-		{name: "component escapes", edit: func(c *spec.Claim) {
+		}, reason: workerv1.ReasonRenderFailed},
+		{name: "component escapes", edit: func(c *workerv1.Claim) {
 			c.Template.Components = []string{"../elsewhere"}
-		}, reason: failure.ReasonTemplateRejected},
-		{name: "values not an object", edit: func(c *spec.Claim) {
+		}, reason: workerv1.ReasonTemplateRejected},
+		{name: "values not an object", edit: func(c *workerv1.Claim) {
 			c.Values = rawValues(t, map[string]any{})
 			c.Values.Raw = []byte(`[1,2]`)
-		}, reason: failure.ReasonInvalidSpec},
+		}, reason: workerv1.ReasonInvalidSpec},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
 )
@@ -78,8 +79,8 @@ func TestGuardWalksPluginFields(t *testing.T) {
 			c := claim(apps[0], fx.srv.URL, v1alpha1.Exposure{}, nil, nil)
 			_, err := render.Manifests(c, withFiles(fx, files), render.Limits{})
 			var fe *failure.Error
-			if !errors.As(err, &fe) || fe.Reason != failure.ReasonTemplateRejected || !fe.Permanent {
-				t.Errorf("got %v, want a permanent %s", err, failure.ReasonTemplateRejected)
+			if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonTemplateRejected || !fe.Permanent {
+				t.Errorf("got %v, want a permanent %s", err, workerv1.ReasonTemplateRejected)
 			}
 			if n := hits.Swap(0); n != 0 {
 				t.Errorf("the render reached the network: %d requests", n)
@@ -103,8 +104,8 @@ func TestGeneratorNameStaysInOverlay(t *testing.T) {
 			c.Template.Generators = []v1alpha1.Generator{{Kind: "ConfigMap", Name: name, Values: []string{"deployment.yaml"}}}
 			files, err := render.Manifests(c, fx.snap, render.Limits{})
 			var fe *failure.Error
-			if !errors.As(err, &fe) || fe.Reason != failure.ReasonTemplateRejected || !fe.Permanent {
-				t.Errorf("got %v (%d files), want a permanent %s", err, len(files), failure.ReasonTemplateRejected)
+			if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonTemplateRejected || !fe.Permanent {
+				t.Errorf("got %v (%d files), want a permanent %s", err, len(files), workerv1.ReasonTemplateRejected)
 			}
 		})
 	}

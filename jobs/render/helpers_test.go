@@ -14,9 +14,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 )
 
@@ -128,11 +128,11 @@ func snapshot(t testing.TB) fixture {
 	return shared
 }
 
-func claim(a app, url string, e v1alpha1.Exposure, p *v1alpha1.EnvironmentProfileSpec, values *apiextensionsv1.JSON) spec.Claim {
-	return spec.Claim{
+func claim(a app, url string, e v1alpha1.Exposure, p *v1alpha1.EnvironmentProfileSpec, values *apiextensionsv1.JSON) workerv1.Claim {
+	return workerv1.Claim{
 		Name: "my-" + a.name, Namespace: "team-a",
 		Template: a.template(url), Exposure: e, Profile: p, Values: values,
-		Target: spec.Target{Repository: "registry.example.com/claims/team-a/my-" + a.name, Tag: "v1"},
+		Target: workerv1.Target{Repository: "registry.example.com/claims/team-a/my-" + a.name, Tag: "v1"},
 	}
 }
 

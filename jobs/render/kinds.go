@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -33,7 +34,7 @@ func checkKinds(m resmap.ResMap, declared []v1alpha1.RenderedKind) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return failure.Permanent(failure.ReasonUndeclaredKind, fmt.Errorf(
+	return failure.Permanent(workerv1.ReasonUndeclaredKind, fmt.Errorf(
 		"the render holds kinds the ClaimTemplate does not declare in spec.kinds: %s; an admin must declare them (claimers then need the right to create them) or remove them from the template",
 		strings.Join(names, ", ")))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/test/fixtures"
@@ -39,8 +40,8 @@ func TestUndeclaredKind(t *testing.T) {
 				return
 			}
 			var fe *failure.Error
-			if !errors.As(err, &fe) || fe.Reason != failure.ReasonUndeclaredKind || !fe.Permanent {
-				t.Fatalf("err = %v, want a permanent %s", err, failure.ReasonUndeclaredKind)
+			if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonUndeclaredKind || !fe.Permanent {
+				t.Fatalf("err = %v, want a permanent %s", err, workerv1.ReasonUndeclaredKind)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want it to name %q", err, tc.want)

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/build"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // nestedBases is the template from the audit: level k holds six
@@ -35,8 +35,8 @@ func nestedBases(levels int) (*source.Snapshot, int) {
 	return s, len(s.Files)
 }
 
-func nestedClaim(levels int) spec.Claim {
-	return spec.Claim{Name: "n", Namespace: "team-a", Template: v1alpha1.ClaimTemplateSpec{
+func nestedClaim(levels int) workerv1.Claim {
+	return workerv1.Claim{Name: "n", Namespace: "team-a", Template: v1alpha1.ClaimTemplateSpec{
 		Source: v1alpha1.TemplateSource{URL: "https://git.example.com/t.git", Ref: "main", Path: fmt.Sprintf("nested/level%d", levels)},
 		Kinds:  []v1alpha1.RenderedKind{{Kind: "ConfigMap"}},
 	}}
@@ -52,8 +52,8 @@ func TestRenderBoundedBeforeKrusty(t *testing.T) {
 			snap, files := nestedBases(levels)
 			_, err := render.Manifests(nestedClaim(levels), snap, render.Limits{})
 			var fe *failure.Error
-			if !errors.As(err, &fe) || fe.Reason != failure.ReasonRenderTooLarge || !fe.Permanent {
-				t.Fatalf("%d files: got %v, want a permanent %s", files, err, failure.ReasonRenderTooLarge)
+			if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonRenderTooLarge || !fe.Permanent {
+				t.Fatalf("%d files: got %v, want a permanent %s", files, err, workerv1.ReasonRenderTooLarge)
 			}
 			if want := fmt.Sprintf("about %d objects", pow(6, levels)); !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
@@ -75,7 +75,7 @@ func TestRenderDeadline(t *testing.T) {
 	snap, _ := nestedBases(3)
 	_, err := render.Manifests(nestedClaim(3), snap, render.Limits{Build: build.Limits{Timeout: time.Millisecond}})
 	var fe *failure.Error
-	if !errors.As(err, &fe) || fe.Reason != failure.ReasonRenderTooLarge || !strings.Contains(err.Error(), "did not finish within 1ms") {
+	if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonRenderTooLarge || !strings.Contains(err.Error(), "did not finish within 1ms") {
 		t.Fatalf("got %v, want RenderTooLarge past the deadline", err)
 	}
 }

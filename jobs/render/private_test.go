@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/test/gitserver"
@@ -49,16 +50,16 @@ func TestPrivateTemplate(t *testing.T) {
 		{name: "username and password", private: true, files: map[string]string{"username": "alice", "password": password + "\n"}},
 		{name: "token", private: true, files: map[string]string{"username": "alice", "token": password}},
 		{name: "no credential", private: true,
-			want: &want{failure.ReasonTemplateAuth, `spec.source.secretRef: the Secret "tpl-repo" of the ClaimTemplate (in the manager's template namespace) does not exist or holds no credential`}},
+			want: &want{workerv1.ReasonTemplateAuth, `spec.source.secretRef: the Secret "tpl-repo" of the ClaimTemplate (in the manager's template namespace) does not exist or holds no credential`}},
 		{name: "ssh keys for an https url", private: true, files: map[string]string{"ssh-privatekey": "not a key", "known_hosts": "x"},
-			want: &want{failure.ReasonTemplateAuth, `it needs "token", or "username" and "password"`}},
+			want: &want{workerv1.ReasonTemplateAuth, `it needs "token", or "username" and "password"`}},
 		{name: "wrong password", private: true, files: map[string]string{"username": "alice", "password": "wrong-" + password},
-			want: &want{failure.ReasonTemplateAuth, "refused the credentials of the ClaimTemplate's spec.source.secretRef"}},
+			want: &want{workerv1.ReasonTemplateAuth, "refused the credentials of the ClaimTemplate's spec.source.secretRef"}},
 		{name: "public template ignores a mounted Secret", files: map[string]string{"username": "alice", "password": password},
-			want: &want{failure.ReasonTemplateAuth, "has no spec.source.secretRef"}},
+			want: &want{workerv1.ReasonTemplateAuth, "has no spec.source.secretRef"}},
 		{name: "credentials in the url", private: true, files: map[string]string{"username": "alice", "password": password},
 			url:  strings.Replace(locked.URL, "http://", "http://alice:"+password+"@", 1),
-			want: &want{failure.ReasonInvalidSpec, "embeds credentials: put them in a Secret of the template namespace and name it in spec.source.secretRef"}},
+			want: &want{workerv1.ReasonInvalidSpec, "embeds credentials: put them in a Secret of the template namespace and name it in spec.source.secretRef"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,12 +21,11 @@ import (
 	"oras.land/oras-go/v2/content"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/archive"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/gitserver"
 )
 
@@ -39,14 +38,14 @@ func inProcessRegistry(t *testing.T) string {
 }
 
 // runClaim runs the whole worker step: clone over smart HTTP, render, push.
-func runClaim(t *testing.T, c spec.Claim) (result.Result, error) {
+func runClaim(t *testing.T, c workerv1.Claim) (workerv1.Result, error) {
 	t.Helper()
 	return render.Run(context.Background(), c, render.Options{WorkDir: t.TempDir()})
 }
 
-func pushClaim(srvURL, host, repo, tag string, values map[string]any, t *testing.T) spec.Claim {
+func pushClaim(srvURL, host, repo, tag string, values map[string]any, t *testing.T) workerv1.Claim {
 	c := claim(apps[0], srvURL, v1alpha1.Exposure{Type: v1alpha1.ExposureNodePort}, gpuProfile, rawValues(t, values))
-	c.Target = spec.Target{Repository: host + "/" + repo, Tag: tag, PlainHTTP: true}
+	c.Target = workerv1.Target{Repository: host + "/" + repo, Tag: tag, PlainHTTP: true}
 	return c
 }
 
@@ -57,7 +56,7 @@ type pulled struct {
 	layer    []byte
 }
 
-func pull(t *testing.T, res result.Result) pulled {
+func pull(t *testing.T, res workerv1.Result) pulled {
 	t.Helper()
 	ctx := context.Background()
 	repoRef, _, _ := strings.Cut(res.Reference, "@")
@@ -104,7 +103,7 @@ func TestPushAndPull(t *testing.T) {
 	if err := res.Validate(); err != nil {
 		t.Fatalf("result breaks the contract: %v", err)
 	}
-	wantRes := result.Result{
+	wantRes := workerv1.Result{
 		Digest: res.Digest, Reference: host + "/claims/team-a/code@" + res.Digest,
 		MediaType: ocispec.MediaTypeImageManifest, ArtifactType: "application/vnd.cncf.flux.config.v1+json",
 		Size: res.Size, SourceRevision: srv.Commits[0], Tag: "v1",
@@ -200,7 +199,7 @@ func sortedFiles(f []archive.File) []archive.File {
 func TestDeterministic(t *testing.T) {
 	srv := serveFixture(t)
 	values := map[string]any{"replicas": 3, "image": "nginx:1.27", "password": "hunter2", "greeting": "hi"}
-	var results []result.Result
+	var results []workerv1.Result
 	var layers [][]byte
 	for i := range 2 {
 		host := inProcessRegistry(t)
@@ -233,14 +232,14 @@ func TestRunFailures(t *testing.T) {
 	host := inProcessRegistry(t)
 	tests := []struct {
 		name   string
-		edit   func(*spec.Claim)
+		edit   func(*workerv1.Claim)
 		reason string
 		perm   bool
 	}{
-		{"no target", func(c *spec.Claim) { c.Target.Repository = "" }, failure.ReasonInvalidSpec, true},
-		{"unknown ref", func(c *spec.Claim) { c.Template.Source.Ref = "no-such-branch" }, failure.ReasonSourceNotFound, true},
-		{"bad template path", func(c *spec.Claim) { c.Template.Source.Path = "apps/missing" }, failure.ReasonRenderFailed, true},
-		{"registry refuses connections", func(c *spec.Claim) { c.Target.Repository = closedPort(t) + "/claims/x" }, failure.ReasonRegistryFailed, false},
+		{"no target", func(c *workerv1.Claim) { c.Target.Repository = "" }, workerv1.ReasonInvalidSpec, true},
+		{"unknown ref", func(c *workerv1.Claim) { c.Template.Source.Ref = "no-such-branch" }, workerv1.ReasonSourceNotFound, true},
+		{"bad template path", func(c *workerv1.Claim) { c.Template.Source.Path = "apps/missing" }, workerv1.ReasonRenderFailed, true},
+		{"registry refuses connections", func(c *workerv1.Claim) { c.Target.Repository = closedPort(t) + "/claims/x" }, workerv1.ReasonRegistryFailed, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -269,7 +268,7 @@ func TestCheckRendersWithoutPushing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Check, c.Target = true, spec.Target{}
+	c.Check, c.Target = true, workerv1.Target{}
 	res, err := runClaim(t, c)
 	if err != nil {
 		t.Fatal(err)

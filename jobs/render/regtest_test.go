@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/regtest"
 )
 
@@ -34,7 +34,7 @@ func TestRealRegistry(t *testing.T) {
 	reg := regtest.StartWith(t, regtest.Options{Users: map[string]string{"pusher": "s3cret"}})
 
 	t.Run("push and pull", func(t *testing.T) {
-		t.Setenv(spec.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "s3cret"))
+		t.Setenv(workerv1.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "s3cret"))
 		res, err := runClaim(t, pushClaim(srv.URL, reg.Host, "claims/team-a/code", "v1", map[string]any{"replicas": 2}, t))
 		if err != nil {
 			t.Fatal(err)
@@ -48,15 +48,15 @@ func TestRealRegistry(t *testing.T) {
 		}
 	})
 	t.Run("denied", func(t *testing.T) {
-		t.Setenv(spec.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "wrong"))
+		t.Setenv(workerv1.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "wrong"))
 		_, err := runClaim(t, pushClaim(srv.URL, reg.Host, "claims/team-a/code", "v1", nil, t))
 		var fe *failure.Error
-		if !errors.As(err, &fe) || fe.Reason != failure.ReasonRegistryAuth || !fe.Permanent {
-			t.Fatalf("want permanent %s, got %v", failure.ReasonRegistryAuth, err)
+		if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonRegistryAuth || !fe.Permanent {
+			t.Fatalf("want permanent %s, got %v", workerv1.ReasonRegistryAuth, err)
 		}
 	})
 	t.Run("registry down", func(t *testing.T) {
-		t.Setenv(spec.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "s3cret"))
+		t.Setenv(workerv1.EnvDockerConfig, dockerConfig(t, reg.Host, "pusher", "s3cret"))
 		reg.Stop()
 		_, err := runClaim(t, pushClaim(srv.URL, reg.Host, "claims/team-a/code", "v2", nil, t))
 		var fe *failure.Error

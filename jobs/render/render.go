@@ -21,13 +21,13 @@ import (
 	"sigs.k8s.io/kustomize/api/resmap"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/build"
 	"github.com/packline/packline/jobs/render/overlay"
 	"github.com/packline/packline/jobs/render/postrender"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // DefaultMaxOutputBytes bounds the rendered YAML. A workload's manifests
@@ -45,13 +45,13 @@ type Limits struct {
 }
 
 // Manifests renders c from snap and returns one file per object.
-func Manifests(c spec.Claim, snap *source.Snapshot, l Limits) ([]archive.File, error) {
+func Manifests(c workerv1.Claim, snap *source.Snapshot, l Limits) ([]archive.File, error) {
 	_, files, err := manifests(c, snap, l)
 	return files, err
 }
 
 // manifests is Manifests that also returns the rendered objects.
-func manifests(c spec.Claim, snap *source.Snapshot, l Limits) (resmap.ResMap, []archive.File, error) {
+func manifests(c workerv1.Claim, snap *source.Snapshot, l Limits) (resmap.ResMap, []archive.File, error) {
 	values, err := decodeValues(c.Values)
 	if err != nil {
 		return nil, nil, err
@@ -110,11 +110,11 @@ func files(m resmap.ResMap, max int) ([]archive.File, error) {
 	for _, r := range m.Resources() {
 		b, err := r.AsYAML()
 		if err != nil {
-			return nil, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("encoding %s/%s: %w", r.GetKind(), r.GetName(), err))
+			return nil, failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("encoding %s/%s: %w", r.GetKind(), r.GetName(), err))
 		}
 		total += len(b)
 		if total > max {
-			return nil, failure.Permanent(failure.ReasonRenderFailed,
+			return nil, failure.Permanent(workerv1.ReasonRenderFailed,
 				fmt.Errorf("rendered manifests exceed the %d-byte limit", max))
 		}
 		kind := strings.ToLower(r.GetKind())
@@ -124,7 +124,7 @@ func files(m resmap.ResMap, max int) ([]archive.File, error) {
 		out = append(out, archive.File{Name: kind + "_" + r.GetName() + ".yaml", Data: b})
 	}
 	if len(out) == 0 {
-		return nil, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("the template rendered no objects"))
+		return nil, failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("the template rendered no objects"))
 	}
 	return out, nil
 }
@@ -139,7 +139,7 @@ func decodeValues(v *apiextensionsv1.JSON) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(v.Raw))
 	dec.UseNumber()
 	if err := dec.Decode(&out); err != nil {
-		return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("values must be a JSON object: %w", err))
+		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("values must be a JSON object: %w", err))
 	}
 	return out, nil
 }

@@ -8,13 +8,12 @@ import (
 	"github.com/opencontainers/go-digest"
 	"oras.land/oras-go/v2"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/publish"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/result"
-	"github.com/packline/packline/jobs/spec"
 )
 
 // Options are the worker's environment.
@@ -32,9 +31,9 @@ type Options struct {
 
 // Run renders c and pushes it. The result is for the termination message;
 // errors are classified (see package failure) for main to report.
-func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
+func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, error) {
 	if c.Target.Repository == "" && !c.Check {
-		return result.Result{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("target repository is empty"))
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonInvalidSpec, errors.New("target repository is empty"))
 	}
 	tag := c.Target.Tag
 	if tag == "" {
@@ -42,25 +41,25 @@ func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
 	}
 	auth, err := templateAuth(c.Template, o.AuthDir)
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	rev, snap, err := source.Fetch(ctx, source.Options{
 		URL: c.Template.Source.URL, Ref: c.Template.Source.Ref,
 		Dir: cloneDir(o.WorkDir), Auth: auth,
 	})
 	if err != nil {
-		return result.Result{}, templateAuthError(c.Template, err)
+		return workerv1.Result{}, templateAuthError(c.Template, err)
 	}
 	m, files, err := manifests(c, snap, o.Limits)
 	if err != nil {
-		return result.Result{}, err
+		return workerv1.Result{}, err
 	}
 	layer, err := archive.Write(files)
 	if err != nil {
-		return result.Result{}, failure.Permanent(failure.ReasonRenderFailed, err)
+		return workerv1.Result{}, failure.Permanent(workerv1.ReasonRenderFailed, err)
 	}
 	if c.Check {
-		return result.Result{Check: true, Digest: digest.FromBytes(layer).String(), Size: int64(len(layer)),
+		return workerv1.Result{Check: true, Digest: digest.FromBytes(layer).String(), Size: int64(len(layer)),
 			SourceRevision: rev.Commit, Kinds: kindsOf(m)}, nil
 	}
 	art := publish.Artifact{
@@ -74,15 +73,15 @@ func Run(ctx context.Context, c spec.Claim, o Options) (result.Result, error) {
 	if dst == nil {
 		repo, err := registry.Repository(c.Target.Repository, registry.TargetOptions(c.Target))
 		if err != nil {
-			return result.Result{}, err
+			return workerv1.Result{}, err
 		}
 		dst = repo
 	}
 	desc, err := publish.Push(ctx, art, dst, tag)
 	if err != nil {
-		return result.Result{}, failure.Registry(fmt.Errorf("pushing %s:%s: %w", c.Target.Repository, tag, err))
+		return workerv1.Result{}, failure.Registry(fmt.Errorf("pushing %s:%s: %w", c.Target.Repository, tag, err))
 	}
-	return result.Result{
+	return workerv1.Result{
 		Digest:         desc.Digest.String(),
 		Reference:      c.Target.Repository + "@" + desc.Digest.String(),
 		MediaType:      desc.MediaType,

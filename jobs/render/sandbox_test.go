@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/source"
@@ -61,58 +62,58 @@ func TestSandboxRefuses(t *testing.T) {
 		{
 			name:   "remote base by URL",
 			files:  map[string]string{baseKustomization: baseWith("  - https://github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v5.0.0\n")},
-			reason: failure.ReasonTemplateRejected, message: "remote bases and files are not allowed",
+			reason: workerv1.ReasonTemplateRejected, message: "remote bases and files are not allowed",
 		},
 		{
 			name:   "remote base without scheme",
 			files:  map[string]string{baseKustomization: baseWith("  - github.com/kubernetes-sigs/kustomize/examples/helloWorld?ref=v5.0.0\n")},
-			reason: failure.ReasonTemplateRejected, message: "remote bases and files are not allowed",
+			reason: workerv1.ReasonTemplateRejected, message: "remote bases and files are not allowed",
 		},
 		{
 			name:   "remote component",
 			files:  map[string]string{baseKustomization: baseWith("components:\n  - git@github.com:org/repo.git//comp\n")},
-			reason: failure.ReasonTemplateRejected, message: "remote bases and files are not allowed",
+			reason: workerv1.ReasonTemplateRejected, message: "remote bases and files are not allowed",
 		},
 		{
 			name:   "remote patch file",
 			files:  map[string]string{baseKustomization: baseWith("patches:\n  - path: https://example.com/patch.yaml\n")},
-			reason: failure.ReasonTemplateRejected, message: "remote bases and files are not allowed",
+			reason: workerv1.ReasonTemplateRejected, message: "remote bases and files are not allowed",
 		},
 		{
 			name: "template path is a URL", path: "https://example.com/base",
-			reason: failure.ReasonTemplateRejected, message: "remote bases are not allowed",
+			reason: workerv1.ReasonTemplateRejected, message: "remote bases are not allowed",
 		},
 		{
 			name: "template path escapes", path: "apps/../../etc",
-			reason: failure.ReasonTemplateRejected, message: "escapes the repository",
+			reason: workerv1.ReasonTemplateRejected, message: "escapes the repository",
 		},
 		{
 			name:   "resource escapes",
 			files:  map[string]string{baseKustomization: baseWith("  - ../../../../etc\n")},
-			reason: failure.ReasonTemplateRejected, message: "outside the template repository",
+			reason: workerv1.ReasonTemplateRejected, message: "outside the template repository",
 		},
 		{
 			name:   "generator file escapes",
 			files:  map[string]string{baseKustomization: baseWith("configMapGenerator:\n  - name: x\n    files:\n      - passwd=../../../../etc/passwd\n")},
-			reason: failure.ReasonTemplateRejected, message: "outside the template repository",
+			reason: workerv1.ReasonTemplateRejected, message: "outside the template repository",
 		},
 		{
 			name:  "generator file in a sibling dir",
 			files: map[string]string{baseKustomization: baseWith("configMapGenerator:\n  - name: x\n    files:\n      - ../components/ingress/ingress.yaml\n")},
 			// Inside the repository, so the guard lets it through, and
 			// krusty's root-only restriction refuses it.
-			reason: failure.ReasonRenderFailed, message: "security; file",
+			reason: workerv1.ReasonRenderFailed, message: "security; file",
 		},
 		{
 			name:   "symlink",
 			files:  map[string]string{baseKustomization: baseWith("  - passwd.yaml\n")},
 			links:  []string{"apps/code-server/base/passwd.yaml"},
-			reason: failure.ReasonTemplateRejected, message: "symbolic link",
+			reason: workerv1.ReasonTemplateRejected, message: "symbolic link",
 		},
 		{
 			name:   "helm chart",
 			files:  map[string]string{baseKustomization: baseWith("helmCharts:\n  - name: minecraft\n    repo: https://itzg.github.io/minecraft-server-charts\n")},
-			reason: failure.ReasonTemplateRejected, message: "Helm chart",
+			reason: workerv1.ReasonTemplateRejected, message: "Helm chart",
 		},
 		{
 			name: "exec function transformer",
@@ -127,7 +128,7 @@ metadata:
       exec:
         path: ` + script + "\n",
 			},
-			reason: failure.ReasonRenderFailed, message: "plugin",
+			reason: workerv1.ReasonRenderFailed, message: "plugin",
 		},
 		{
 			name: "legacy exec plugin generator",
@@ -135,12 +136,12 @@ metadata:
 				baseKustomization:                baseWith("generators:\n  - gen.yaml\n"),
 				"apps/code-server/base/gen.yaml": "apiVersion: someteam.example.com/v1\nkind: SecretsFromVault\nmetadata:\n  name: vault\n",
 			},
-			reason: failure.ReasonRenderFailed, message: "plugin",
+			reason: workerv1.ReasonRenderFailed, message: "plugin",
 		},
 		{
 			name:   "missing base",
 			path:   "apps/nope/base",
-			reason: failure.ReasonRenderFailed, message: "does not exist",
+			reason: workerv1.ReasonRenderFailed, message: "does not exist",
 		},
 	}
 	for _, tc := range tests {
@@ -175,7 +176,7 @@ func TestOutputSizeLimit(t *testing.T) {
 	}
 	_, err := render.Manifests(c, fx.snap, render.Limits{MaxOutputBytes: 1000})
 	var fe *failure.Error
-	if !errors.As(err, &fe) || fe.Reason != failure.ReasonRenderFailed || !fe.Permanent || !strings.Contains(err.Error(), "1000-byte limit") {
+	if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonRenderFailed || !fe.Permanent || !strings.Contains(err.Error(), "1000-byte limit") {
 		t.Fatalf("want a permanent RenderFailed over the limit, got %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -51,7 +52,7 @@ func archiveKind(name string) string {
 }
 
 func unsafeArchive(format string, a ...any) error {
-	return failure.Permanent(failure.ReasonUnsafeArchive, fmt.Errorf(format, a...))
+	return failure.Permanent(workerv1.ReasonUnsafeArchive, fmt.Errorf(format, a...))
 }
 
 // extractor writes entries under dir and enforces the rules shared by tar
@@ -139,7 +140,7 @@ func (x *extractor) file(name string, size int64, attrs entryAttrs, r io.Reader)
 		return unsafeArchive("archive entry %q ends before the %d bytes its header says", name, size)
 	}
 	if err != nil {
-		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %q: %w", name, err))
+		return failure.Permanent(workerv1.ReasonSourceFailed, fmt.Errorf("extracting %q: %w", name, err))
 	}
 	if n != size {
 		return unsafeArchive("archive entry %q is not the %d bytes its header says", name, size)
@@ -191,10 +192,10 @@ func (x *extractor) setAttrs(p string, mode fs.FileMode, t time.Time) error {
 		t = epoch
 	}
 	if err := x.root.Chmod(p, mode); err != nil {
-		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %s: %w", filepath.ToSlash(p), err))
+		return failure.Permanent(workerv1.ReasonSourceFailed, fmt.Errorf("extracting %s: %w", filepath.ToSlash(p), err))
 	}
 	if err := x.root.Chtimes(p, t, t); err != nil {
-		return failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("extracting %s: %w", filepath.ToSlash(p), err))
+		return failure.Permanent(workerv1.ReasonSourceFailed, fmt.Errorf("extracting %s: %w", filepath.ToSlash(p), err))
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // TestArchiveHugeDeclaredSize: a tar entry whose header declares nearly
@@ -39,7 +39,7 @@ func TestArchiveHugeDeclaredSize(t *testing.T) {
 	dir := t.TempDir()
 	const limit = 1 << 20
 	err := extractTar(bytes.NewReader(gz.Bytes()), true, dir, Limits{MaxBytes: limit})
-	assertReason(t, err, failure.ReasonUnsafeArchive, true)
+	assertReason(t, err, workerv1.ReasonUnsafeArchive, true)
 	if n := treeBytes(t, dir); n > limit {
 		t.Errorf("extraction wrote %d bytes, over the %d-byte limit", n, limit)
 	}
@@ -70,7 +70,7 @@ func TestZipEntriesCountedBeforeTheDirectoryIsRead(t *testing.T) {
 	for _, lim := range []Limits{{MaxEntries: 1000}, {MaxEntries: 69_999}} {
 		var err error
 		allocs := testing.AllocsPerRun(1, func() { err = extractZip(path, t.TempDir(), lim) })
-		assertReason(t, err, failure.ReasonUnsafeArchive, true)
+		assertReason(t, err, workerv1.ReasonUnsafeArchive, true)
 		if allocs > 1000 {
 			t.Errorf("limit %d: refusing took %.0f allocations; the central directory was read into memory", lim.MaxEntries, allocs)
 		}

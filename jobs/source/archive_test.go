@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 type tarEntry struct {
@@ -105,16 +105,16 @@ func TestHTTPArchives(t *testing.T) {
 		{"good.tgz", map[string][]byte{"m/w.bin": []byte("w"), "README.md": []byte("r")}, ""},
 		{"good.zip", map[string][]byte{"z/a.txt": []byte("a")}, ""},
 		{"plain.gguf", map[string][]byte{"plain.gguf": []byte("gguf")}, ""},
-		{"traversal.tar", nil, failure.ReasonUnsafeArchive},
-		{"absolute.tar", nil, failure.ReasonUnsafeArchive},
-		{"symlink.tar", nil, failure.ReasonUnsafeArchive},
-		{"hardlink.tar", nil, failure.ReasonUnsafeArchive},
-		{"device.tar", nil, failure.ReasonUnsafeArchive},
-		{"big.tar", nil, failure.ReasonUnsafeArchive},
-		{"many.tar", nil, failure.ReasonUnsafeArchive},
-		{"symlink.zip", nil, failure.ReasonUnsafeArchive},
-		{"traversal.zip", nil, failure.ReasonUnsafeArchive},
-		{"missing.tar", nil, failure.ReasonSourceNotFound},
+		{"traversal.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"absolute.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"symlink.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"hardlink.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"device.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"big.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"many.tar", nil, workerv1.ReasonUnsafeArchive},
+		{"symlink.zip", nil, workerv1.ReasonUnsafeArchive},
+		{"traversal.zip", nil, workerv1.ReasonUnsafeArchive},
+		{"missing.tar", nil, workerv1.ReasonSourceNotFound},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -162,5 +162,5 @@ func TestHTTPChecksum(t *testing.T) {
 	}
 	wrong := "0000000000000000000000000000000000000000000000000000000000000000"
 	_, err = Fetch(t.Context(), v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: srv.URL + "/m.bin", SHA256: wrong}}, env)
-	assertReason(t, err, failure.ReasonChecksum, true)
+	assertReason(t, err, workerv1.ReasonChecksum, true)
 }

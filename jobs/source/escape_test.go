@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/pack"
 	"github.com/packline/packline/test/gitserver"
@@ -46,7 +46,7 @@ func TestGitSymlinkEscapes(t *testing.T) {
 	for _, p := range []string{"creds/sub", "creds", "up" + secrets + "/sub", "nested/sub", "model/../creds/sub"} {
 		t.Run("path "+p, func(t *testing.T) {
 			got, err := fetch(p)
-			assertReason(t, err, failure.ReasonInvalidSpec, true)
+			assertReason(t, err, workerv1.ReasonInvalidSpec, true)
 			if got.Root != "" {
 				t.Errorf("root %s", got.Root)
 			}
@@ -119,7 +119,7 @@ func TestExtractionStaysInItsRoot(t *testing.T) {
 		}
 		tarball := makeTar(t, gz, tarEntry{name: "link/evil.txt", body: "x"}, tarEntry{name: "link/sub/evil.txt", body: "x"})
 		err := extractTar(bytes.NewReader(tarball), gz, dir, Limits{})
-		assertReason(t, err, failure.ReasonUnsafeArchive, true)
+		assertReason(t, err, workerv1.ReasonUnsafeArchive, true)
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 		t.Errorf("extraction wrote outside its root: %v", entries)

@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/gitauth"
 )
@@ -72,7 +73,7 @@ func fetchGit(ctx context.Context, s v1alpha1.GitSource, env Env) (Fetched, erro
 	}
 	when := commit.Committer.When
 	if err := settle(dir, when); err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("git checkout: %w", err))
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, fmt.Errorf("git checkout: %w", err))
 	}
 	// The path is resolved, symlinks included, and must stay in the clone:
 	// a symlinked parent folder could otherwise lead to the pod's mounted
@@ -80,9 +81,9 @@ func fetchGit(ctx context.Context, s v1alpha1.GitSource, env Env) (Fetched, erro
 	root, err := dirIn(dir, firstOf(s.Path, "."))
 	switch {
 	case errors.Is(err, errLeaves):
-		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("git path %q leaves the repository", s.Path))
+		return Fetched{}, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("git path %q leaves the repository", s.Path))
 	case err != nil:
-		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("git path %q is not a folder at %s", s.Path, head.Hash()))
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("git path %q is not a folder at %s", s.Path, head.Hash()))
 	}
 	name := strings.TrimSuffix(path.Base(s.URL), ".git")
 	return Fetched{Root: root, Revision: head.Hash().String(), Name: name, URL: publicURL(s.URL), Time: when,
@@ -134,17 +135,17 @@ func gitError(url, ref string, err error) error {
 	err = fmt.Errorf("git %s@%s: %w", url, ref, err)
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return failure.Permanent(failure.ReasonSourceAuth, err)
+		return failure.Permanent(workerv1.ReasonSourceAuth, err)
 	case errors.Is(err, transport.ErrRepositoryNotFound), isRefNotFound(err), errors.Is(err, plumbing.ErrObjectNotFound):
-		return failure.Permanent(failure.ReasonSourceNotFound, err)
+		return failure.Permanent(workerv1.ReasonSourceNotFound, err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	}
-	return failure.Retryable(failure.ReasonSourceFailed, err)
+	return failure.Retryable(workerv1.ReasonSourceFailed, err)
 }
 
 // gitAuth reads the Secret's files (see package gitauth, shared with the
 // Claim render's private templates).
 func gitAuth(dir, url string) (transport.AuthMethod, error) {
-	return gitauth.Load(dir, url, failure.ReasonSourceAuth)
+	return gitauth.Load(dir, url, workerv1.ReasonSourceAuth)
 }

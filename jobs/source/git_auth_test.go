@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/test/gitserver"
 )
@@ -45,8 +46,8 @@ func TestGitAuthOverSmartHTTP(t *testing.T) {
 			got, err := fetchGit(context.Background(), v1alpha1.GitSource{URL: srv.URL, Ref: "main"}, env)
 			if tc.wantAuth {
 				var fe *failure.Error
-				if !errors.As(err, &fe) || fe.Reason != failure.ReasonSourceAuth || !fe.Permanent {
-					t.Fatalf("error = %v, want a permanent %s", err, failure.ReasonSourceAuth)
+				if !errors.As(err, &fe) || fe.Reason != workerv1.ReasonSourceAuth || !fe.Permanent {
+					t.Fatalf("error = %v, want a permanent %s", err, workerv1.ReasonSourceAuth)
 				}
 				return
 			}

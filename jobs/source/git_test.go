@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // gitRepo makes a local repository with two commits on main and a tag on
@@ -74,6 +74,6 @@ func TestGit(t *testing.T) {
 	}
 	t.Run("missing ref", func(t *testing.T) {
 		_, err := Fetch(t.Context(), v1alpha1.ArtifactSource{Git: &v1alpha1.GitSource{URL: url, Ref: "nope"}}, Env{Workspace: t.TempDir()})
-		assertReason(t, err, failure.ReasonSourceNotFound, true)
+		assertReason(t, err, workerv1.ReasonSourceNotFound, true)
 	})
 }

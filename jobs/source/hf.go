@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -85,7 +86,7 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 		return Fetched{}, err
 	}
 	if !regexpSHA.MatchString(info.SHA) {
-		return Fetched{}, failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("hugging face returned commit %q for %s@%s", info.SHA, s.Repo, rev))
+		return Fetched{}, failure.Retryable(workerv1.ReasonSourceFailed, fmt.Errorf("hugging face returned commit %q for %s@%s", info.SHA, s.Repo, rev))
 	}
 	files, err := hfSelect(info, s.Include, s.Exclude)
 	if err != nil {
@@ -118,7 +119,7 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 	}
 	// The Hub keeps no modes: every file is 0644, whatever this pod's umask.
 	if err := settle(root, info.LastModified); err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 	}
 	return out, nil
 }
@@ -189,7 +190,7 @@ func hfLazy(ctx context.Context, f Fetched, files []hfFile, download func(contex
 		}
 	}
 	if err := settle(tree, f.Time); err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 	}
 	var mu sync.Mutex
 	f.Root = tree
@@ -245,7 +246,7 @@ func hfModelInfo(ctx context.Context, env Env, endpoint, repo, rev string) (*hfI
 	}
 	var info hfInfo
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
-		return nil, failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("hugging face model info: %w", err))
+		return nil, failure.Retryable(workerv1.ReasonSourceFailed, fmt.Errorf("hugging face model info: %w", err))
 	}
 	return &info, nil
 }
@@ -256,7 +257,7 @@ func hfSelect(info *hfInfo, include, exclude []string) ([]hfFile, error) {
 		n := s.RFilename
 		c := path.Clean(n)
 		if n == "" || path.IsAbs(n) || c == ".." || strings.HasPrefix(c, "../") {
-			return nil, failure.Permanent(failure.ReasonSourceFailed, fmt.Errorf("hugging face file name %q is unsafe", n))
+			return nil, failure.Permanent(workerv1.ReasonSourceFailed, fmt.Errorf("hugging face file name %q is unsafe", n))
 		}
 		if (len(include) > 0 && !matchAny(include, n)) || matchAny(exclude, n) {
 			continue
@@ -270,7 +271,7 @@ func hfSelect(info *hfInfo, include, exclude []string) ([]hfFile, error) {
 		out = append(out, f)
 	}
 	if len(out) == 0 {
-		return nil, failure.Permanent(failure.ReasonSourceNotFound, errors.New("no hugging face files match include/exclude"))
+		return nil, failure.Permanent(workerv1.ReasonSourceNotFound, errors.New("no hugging face files match include/exclude"))
 	}
 	return out, nil
 }
@@ -396,7 +397,7 @@ func hfDownload(ctx context.Context, env Env, endpoint, repo, sha, root string, 
 		err = cerr
 	}
 	if err != nil {
-		return failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading %s: %w", f.name, err))
+		return failure.Retryable(workerv1.ReasonSourceFailed, fmt.Errorf("downloading %s: %w", f.name, err))
 	}
 	if h != nil {
 		f.hashed = hex.EncodeToString(h.Sum(nil))
@@ -421,7 +422,7 @@ func verify(file string, f hfFile) error {
 		return err
 	}
 	if f.size >= 0 && fi.Size() != f.size {
-		return failure.Retryable(failure.ReasonChecksum, fmt.Errorf("%s is %d bytes, want %d", f.name, fi.Size(), f.size))
+		return failure.Retryable(workerv1.ReasonChecksum, fmt.Errorf("%s is %d bytes, want %d", f.name, fi.Size(), f.size))
 	}
 	if f.sha256 == "" {
 		return nil
@@ -440,7 +441,7 @@ func verify(file string, f hfFile) error {
 		got = hex.EncodeToString(h.Sum(nil))
 	}
 	if got != f.sha256 {
-		return failure.Permanent(failure.ReasonChecksum, fmt.Errorf("%s has sha256 %s, want %s", f.name, got, f.sha256))
+		return failure.Permanent(workerv1.ReasonChecksum, fmt.Errorf("%s has sha256 %s, want %s", f.name, got, f.sha256))
 	}
 	return nil
 }
@@ -450,14 +451,14 @@ func verify(file string, f hfFile) error {
 func hfGet(ctx context.Context, env Env, u string, offset int64) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, failure.Permanent(failure.ReasonInvalidSpec, err)
+		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 	}
 	if offset > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", offset))
 	}
 	resp, err := env.HTTP.Do(req)
 	if err != nil {
-		return nil, failure.Retryable(failure.ReasonSourceFailed, err)
+		return nil, failure.Retryable(workerv1.ReasonSourceFailed, err)
 	}
 	return resp, nil
 }
@@ -474,7 +475,7 @@ func hfClient(c *http.Client, endpoint, token string) (*http.Client, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("hugging face endpoint %q is not an http(s) URL", redactURL(endpoint)))
+		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("hugging face endpoint %q is not an http(s) URL", redactURL(endpoint)))
 	}
 	cc := *c
 	base := c.Transport

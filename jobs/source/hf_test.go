@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -171,7 +172,7 @@ func TestHFChecksumMismatchIsPermanent(t *testing.T) {
 	_, err := Fetch(t.Context(), v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{
 		Repo: "org/model", Include: []string{"*.safetensors"},
 	}}, env)
-	assertReason(t, err, failure.ReasonChecksum, true)
+	assertReason(t, err, workerv1.ReasonChecksum, true)
 }
 
 func TestHFGated(t *testing.T) {
@@ -181,7 +182,7 @@ func TestHFGated(t *testing.T) {
 	src := v1alpha1.ArtifactSource{HuggingFace: &v1alpha1.HuggingFaceSource{Repo: "org/model"}}
 
 	_, err := Fetch(t.Context(), src, hfEnv(t, srv))
-	assertReason(t, err, failure.ReasonSourceAuth, true)
+	assertReason(t, err, workerv1.ReasonSourceAuth, true)
 	if strings.Contains(err.Error(), "hf_secret") {
 		t.Error("error message leaks the token")
 	}

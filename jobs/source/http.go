@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/pack"
@@ -24,7 +25,7 @@ import (
 func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, error) {
 	u, err := url.Parse(s.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("http source url %q is not http(s)", s.URL))
+		return Fetched{}, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("http source url %q is not http(s)", s.URL))
 	}
 	name := path.Base(u.Path)
 	if name == "/" || name == "." || name == ".." || name == "" {
@@ -54,7 +55,7 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		return Fetched{}, err
 	}
 	if s.SHA256 != "" && sum != s.SHA256 {
-		return Fetched{}, failure.Permanent(failure.ReasonChecksum, fmt.Errorf("download of %s has sha256 %s, want %s", redact(u), sum, s.SHA256))
+		return Fetched{}, failure.Permanent(workerv1.ReasonChecksum, fmt.Errorf("download of %s has sha256 %s, want %s", redact(u), sum, s.SHA256))
 	}
 	root, err := srcDir(env, "src")
 	if err != nil {
@@ -82,12 +83,12 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		// A plain download has no mode of its own: 0644, and the
 		// server's time for it.
 		if err := settle(root, modified); err != nil {
-			return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+			return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 		}
 	}
 	ids, err := httpFileIDs(root, name, sum, archiveKind(name) != "")
 	if err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 	}
 	out := Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified, FileIDs: ids}
 	if pre != nil {
@@ -124,11 +125,11 @@ func httpFileIDs(root, name, sum string, archive bool) (map[string]string, error
 func download(ctx context.Context, c *http.Client, rawURL, file string, tee func(size int64) io.Writer) (string, time.Time, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
-		return "", time.Time{}, failure.Permanent(failure.ReasonInvalidSpec, err)
+		return "", time.Time{}, failure.Permanent(workerv1.ReasonInvalidSpec, err)
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return "", time.Time{}, failure.Retryable(failure.ReasonSourceFailed, err)
+		return "", time.Time{}, failure.Retryable(workerv1.ReasonSourceFailed, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -149,7 +150,7 @@ func download(ctx context.Context, c *http.Client, rawURL, file string, tee func
 		err = cerr
 	}
 	if err != nil {
-		return "", time.Time{}, failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("downloading: %w", err))
+		return "", time.Time{}, failure.Retryable(workerv1.ReasonSourceFailed, fmt.Errorf("downloading: %w", err))
 	}
 	modified, _ := http.ParseTime(resp.Header.Get("Last-Modified"))
 	return hex.EncodeToString(h.Sum(nil)), modified, nil

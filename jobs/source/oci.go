@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	jobsregistry "github.com/packline/packline/jobs/registry"
 )
@@ -29,7 +30,7 @@ import (
 func CopyOCI(ctx context.Context, s v1alpha1.OCISource, pullAuthDir string, dst *remote.Repository, tag string) (ocispec.Descriptor, error) {
 	ref, err := registry.ParseReference(s.Reference)
 	if err != nil || ref.Reference == "" {
-		return ocispec.Descriptor{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("oci reference %q: need a tag or digest", s.Reference))
+		return ocispec.Descriptor{}, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("oci reference %q: need a tag or digest", s.Reference))
 	}
 	o := jobsregistry.Options{PlainHTTP: s.PlainHTTP}
 	if _, err := os.Stat(filepath.Join(pullAuthDir, "config.json")); err == nil {
@@ -57,7 +58,7 @@ func CopyOCI(ctx context.Context, s v1alpha1.OCISource, pullAuthDir string, dst 
 	if err != nil && refusedBySource(err) {
 		// One copy talks to two registries: a refusal by the source is
 		// the pull Secret's to fix, not the push Secret's.
-		return ocispec.Descriptor{}, failure.Permanent(failure.ReasonSourceAuth, err)
+		return ocispec.Descriptor{}, failure.Permanent(workerv1.ReasonSourceAuth, err)
 	}
 	if err != nil {
 		return ocispec.Descriptor{}, failure.Registry(err)

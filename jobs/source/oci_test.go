@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/failure"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
@@ -39,7 +39,7 @@ func TestCopyOCI(t *testing.T) {
 		t.Errorf("dst tag resolves to %v (%v)", d.Digest, err)
 	}
 	_, err = CopyOCI(t.Context(), v1alpha1.OCISource{Reference: host + "/src/model:missing", PlainHTTP: true}, t.TempDir(), dst, "x")
-	assertReason(t, err, failure.ReasonSourceNotFound, true)
+	assertReason(t, err, workerv1.ReasonSourceNotFound, true)
 }
 
 // A copy talks to two registries: a refusal by the source is
@@ -58,11 +58,11 @@ func TestCopyOCIRefusalNamesTheRightSide(t *testing.T) {
 	// Source refuses (no pull credentials).
 	dst, _ := registry.Repository(open+"/dst/model", registry.Options{PlainHTTP: true})
 	_, err := CopyOCI(t.Context(), v1alpha1.OCISource{Reference: locked + "/src/model:v1", PlainHTTP: true}, t.TempDir(), dst, "x")
-	assertReason(t, err, failure.ReasonSourceAuth, true)
+	assertReason(t, err, workerv1.ReasonSourceAuth, true)
 	// Target refuses (no push credentials).
 	lockedDst, _ := registry.Repository(locked+"/dst/model", registry.Options{PlainHTTP: true})
 	_, err = CopyOCI(t.Context(), v1alpha1.OCISource{Reference: open + "/src/model:v1", PlainHTTP: true}, t.TempDir(), lockedDst, "x")
-	assertReason(t, err, failure.ReasonRegistryAuth, true)
+	assertReason(t, err, workerv1.ReasonRegistryAuth, true)
 }
 
 // An OCI source on the target's own registry is mounted, not pulled and

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/netx"
 	"github.com/packline/packline/jobs/pack"
 )
 
 // Env is where a fetch reads and writes. The worker fills it from
-// jobs/spec's fixed paths; tests point it at temp folders.
+// api/worker/v1's fixed paths; tests point it at temp folders.
 type Env struct {
 	// Workspace is the writable workspace folder.
 	Workspace string
@@ -113,7 +114,7 @@ func Fetch(ctx context.Context, s v1alpha1.ArtifactSource, env Env) (Fetched, er
 	case s.Volume != nil:
 		return findVolume(*s.Volume, env)
 	}
-	return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, errors.New("source: no huggingFace, git, http or volume source set"))
+	return Fetched{}, failure.Permanent(workerv1.ReasonInvalidSpec, errors.New("source: no huggingFace, git, http or volume source set"))
 }
 
 // srcDir returns a fresh, empty folder in the workspace for name.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
 )
@@ -27,27 +28,27 @@ import (
 func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 	p := path.Clean("/" + filepath.ToSlash(v.Path))
 	if strings.Contains(v.Path, "..") && p == "/" {
-		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("volume path %q leaves the volume", v.Path))
+		return Fetched{}, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("volume path %q leaves the volume", v.Path))
 	}
 	mount, err := filepath.EvalSymlinks(env.SourceVolumeDir)
 	if err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("volume mount: %w", err))
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("volume mount: %w", err))
 	}
 	want := filepath.Join(mount, filepath.FromSlash(v.Path))
 	root, err := filepath.EvalSymlinks(want)
 	if err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("volume path %q: %w", v.Path, err))
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("volume path %q: %w", v.Path, err))
 	}
 	if rel, err := filepath.Rel(mount, root); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
-		return Fetched{}, failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("volume path %q leaves the volume", v.Path))
+		return Fetched{}, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("volume path %q leaves the volume", v.Path))
 	}
 	fi, err := os.Stat(root)
 	if err != nil || !fi.IsDir() {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("volume path %q is not a folder", v.Path))
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("volume path %q is not a folder", v.Path))
 	}
 	files, err := kitfile.List(root)
 	if err != nil {
-		return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+		return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 	}
 	h := sha256.New()
 	ids := map[string]string{}
@@ -55,7 +56,7 @@ func findVolume(v v1alpha1.VolumeSource, env Env) (Fetched, error) {
 	for _, f := range files {
 		st, err := os.Stat(filepath.Join(root, filepath.FromSlash(f.Path)))
 		if err != nil {
-			return Fetched{}, failure.Permanent(failure.ReasonSourceFailed, err)
+			return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 		}
 		// The mode is part of the layer, so it is part of the revision.
 		fmt.Fprintf(h, "%q %d %d %o\n", f.Path, f.Size, st.ModTime().UnixNano(), st.Mode())

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/pipeline"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/loopback"
 )
 
@@ -77,23 +77,23 @@ func runWorkerDirect(b *testing.B, ns string, a *v1alpha1.Artifact) time.Duratio
 	if err := sb.Client.List(context.Background(), &jobs, client.InNamespace(ns), client.MatchingLabels{pipeline.LabelOwnerName: a.Name}); err != nil || len(jobs.Items) != 1 {
 		b.Fatalf("jobs of %s: %v %d", a.Name, err, len(jobs.Items))
 	}
-	var doc spec.Artifact
+	var doc workerv1.Artifact
 	for _, e := range jobs.Items[0].Spec.Template.Spec.Containers[0].Env {
-		if e.Name == spec.EnvSpec {
-			if err := spec.Decode([]byte(e.Value), &doc); err != nil {
+		if e.Name == workerv1.EnvSpec {
+			if err := workerv1.DecodeSpec([]byte(e.Value), &doc); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	doc.Target.Repository += "-direct"
-	raw, err := spec.Encode(doc)
+	raw, err := workerv1.EncodeSpec(doc)
 	if err != nil {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
 	cmd := exec.Command(workerBin, "artifact")
 	cmd.Env = []string{
-		spec.EnvSpec + "=" + raw, "PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir,
+		workerv1.EnvSpec + "=" + raw, "PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir,
 		"PACKLINE_WORKSPACE=" + filepath.Join(dir, "ws"), "PACKLINE_TERMINATION_LOG=" + filepath.Join(dir, "term"),
 	}
 	start := time.Now()

@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
-	"github.com/packline/packline/jobs/spec"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/sandbox/procnode"
 )
@@ -297,12 +297,12 @@ func WorkerImageMapping(bin string) procnode.Image {
 	return procnode.Image{
 		Binary: bin,
 		PathEnv: map[string]string{
-			spec.WorkspaceDir:                    "PACKLINE_WORKSPACE",
-			spec.SourceAuthDir:                   "PACKLINE_SOURCE_AUTH_DIR",
-			spec.TemplateAuthDir:                 "PACKLINE_TEMPLATE_AUTH_DIR",
-			spec.SourceVolumeDir:                 "PACKLINE_SOURCE_VOLUME_DIR",
-			spec.PullAuthDir:                     "PACKLINE_PULL_AUTH_DIR",
-			spec.SigningKeyDir:                   "PACKLINE_SIGNING_KEY_DIR",
+			workerv1.WorkspaceDir:                "PACKLINE_WORKSPACE",
+			workerv1.SourceAuthDir:               "PACKLINE_SOURCE_AUTH_DIR",
+			workerv1.TemplateAuthDir:             "PACKLINE_TEMPLATE_AUTH_DIR",
+			workerv1.SourceVolumeDir:             "PACKLINE_SOURCE_VOLUME_DIR",
+			workerv1.PullAuthDir:                 "PACKLINE_PULL_AUTH_DIR",
+			workerv1.SigningKeyDir:               "PACKLINE_SIGNING_KEY_DIR",
 			corev1.TerminationMessagePathDefault: "PACKLINE_TERMINATION_LOG",
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render/guard"
 	"github.com/packline/packline/jobs/render/overlay"
@@ -75,15 +76,15 @@ func Sandbox(snap *source.Snapshot, ov *overlay.Overlay) (filesys.FileSystem, gu
 		// it could replace a template file.
 		dst := path.Join(OverlayDir, p)
 		if path.IsAbs(p) || !strings.HasPrefix(dst, OverlayDir+"/") {
-			return nil, guard.Tree{}, failure.Permanent(failure.ReasonTemplateRejected,
+			return nil, guard.Tree{}, failure.Permanent(workerv1.ReasonTemplateRejected,
 				fmt.Errorf("generated overlay file %q would be written outside the overlay; generator names may not hold '/' or '..'", p))
 		}
 		if fs.Exists(dst) {
-			return nil, guard.Tree{}, failure.Permanent(failure.ReasonTemplateRejected,
+			return nil, guard.Tree{}, failure.Permanent(workerv1.ReasonTemplateRejected,
 				fmt.Errorf("generated overlay file %q would replace another overlay file", p))
 		}
 		if err := write(dst, b); err != nil {
-			return nil, guard.Tree{}, failure.Permanent(failure.ReasonTemplateRejected,
+			return nil, guard.Tree{}, failure.Permanent(workerv1.ReasonTemplateRejected,
 				fmt.Errorf("generated overlay file %q cannot be written (check the generator names): %w", p, err))
 		}
 	}
@@ -153,7 +154,7 @@ func RunLimited(snap *source.Snapshot, ov *overlay.Overlay, l Limits) (resmap.Re
 		return nil, err
 	}
 	if size.Objects > l.MaxObjects || size.Bytes > l.MaxBytes {
-		return nil, failure.Permanent(failure.ReasonRenderTooLarge, fmt.Errorf(
+		return nil, failure.Permanent(workerv1.ReasonRenderTooLarge, fmt.Errorf(
 			"the template would render about %d objects from %d bytes of resources (limits %d objects, %d bytes): nested bases multiply what they include",
 			size.Objects, size.Bytes, l.MaxObjects, l.MaxBytes))
 	}
@@ -179,15 +180,15 @@ func RunLimited(snap *source.Snapshot, ov *overlay.Overlay, l Limits) (resmap.Re
 	select {
 	case b = <-done:
 	case <-timer.C:
-		return nil, failure.Permanent(failure.ReasonRenderTooLarge,
+		return nil, failure.Permanent(workerv1.ReasonRenderTooLarge,
 			fmt.Errorf("kustomize build did not finish within %s", l.Timeout))
 	}
 	if b.tried != "" {
-		return nil, failure.Permanent(failure.ReasonTemplateRejected,
+		return nil, failure.Permanent(workerv1.ReasonTemplateRejected,
 			fmt.Errorf("the template tried to fetch %s: renders have no network access, the template must be self-contained in its repository", b.tried))
 	}
 	if b.err != nil {
-		return nil, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("kustomize build: %w", b.err))
+		return nil, failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("kustomize build: %w", b.err))
 	}
 	return b.m, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"path"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -40,7 +41,7 @@ func (t Tree) estimate(dir string, memo map[string]Size, onPath map[string]bool)
 		return s, nil
 	}
 	if onPath[dir] {
-		return Size{}, failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("%s includes itself", t.display(dir)))
+		return Size{}, failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("%s includes itself", t.display(dir)))
 	}
 	onPath[dir] = true
 	defer delete(onPath, dir)

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -93,12 +94,12 @@ func (t Tree) load(dir string) (*types.Kustomization, string, error) {
 		}
 		var k types.Kustomization
 		if err := yaml.Unmarshal(b, &k); err != nil {
-			return nil, "", failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("%s: %w", t.display(p), err))
+			return nil, "", failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("%s: %w", t.display(p), err))
 		}
 		k.FixKustomization()
 		return &k, p, nil
 	}
-	return nil, "", failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("%s has no kustomization.yaml", t.display(dir)))
+	return nil, "", failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("%s has no kustomization.yaml", t.display(dir)))
 }
 
 // checkKustomization checks one kustomization and returns the directories
@@ -204,7 +205,7 @@ func (t Tree) resolve(dir, ref, where string) (string, error) {
 		}
 	}
 	if !t.FS.Exists(p) {
-		return "", failure.Permanent(failure.ReasonRenderFailed, fmt.Errorf("%s refers to %q, which does not exist", where, ref))
+		return "", failure.Permanent(workerv1.ReasonRenderFailed, fmt.Errorf("%s refers to %q, which does not exist", where, ref))
 	}
 	return p, nil
 }
@@ -230,5 +231,5 @@ func (t Tree) display(p string) string {
 }
 
 func rejected(format string, a ...any) error {
-	return failure.Permanent(failure.ReasonTemplateRejected, fmt.Errorf(format, a...))
+	return failure.Permanent(workerv1.ReasonTemplateRejected, fmt.Errorf(format, a...))
 }

@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/kustomize/api/types"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -85,5 +86,5 @@ func exposure(k *types.Kustomization, in Input) error {
 }
 
 func templateErr(format string, a ...any) error {
-	return failure.Permanent(failure.ReasonTemplateRejected, errors.New(fmt.Sprintf(format, a...)))
+	return failure.Permanent(workerv1.ReasonTemplateRejected, errors.New(fmt.Sprintf(format, a...)))
 }

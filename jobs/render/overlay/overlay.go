@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render/guard"
 )
@@ -95,7 +96,7 @@ func repoPath(repoDir, p, field string) (string, error) {
 		return "", invalid("%s is empty", field)
 	}
 	if guard.IsRemote(p) {
-		return "", failure.Permanent(failure.ReasonTemplateRejected,
+		return "", failure.Permanent(workerv1.ReasonTemplateRejected,
 			fmt.Errorf("%s %q is a URL: remote bases are not allowed, the template must live in its repository", field, p))
 	}
 	if path.IsAbs(p) {
@@ -103,14 +104,14 @@ func repoPath(repoDir, p, field string) (string, error) {
 	}
 	clean := path.Clean(p)
 	if clean == ".." || len(clean) > 2 && clean[:3] == "../" {
-		return "", failure.Permanent(failure.ReasonTemplateRejected,
+		return "", failure.Permanent(workerv1.ReasonTemplateRejected,
 			fmt.Errorf("%s %q escapes the repository", field, p))
 	}
 	return path.Join(repoDir, clean), nil
 }
 
 func invalid(format string, a ...any) error {
-	return failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf(format, a...))
+	return failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf(format, a...))
 }
 
 // jsonPatch is one RFC 6902 operation.

@@ -10,6 +10,7 @@ import (
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/imageref"
 )
@@ -20,7 +21,7 @@ func Bindings(m resmap.ResMap, params []v1alpha1.ParameterBinding, values map[st
 	for i, b := range params {
 		target := find(m, b.Target)
 		if target == nil {
-			return failure.Permanent(failure.ReasonTemplateRejected,
+			return failure.Permanent(workerv1.ReasonTemplateRejected,
 				fmt.Errorf("parameters[%d] targets %s/%s, which the template does not render", i, b.Target.Kind, b.Target.Name))
 		}
 		v, ok := values[b.Value]
@@ -61,11 +62,11 @@ func container(r *resource.Resource, name string) (*kyaml.RNode, error) {
 		return nil, err
 	}
 	if spec == nil {
-		return nil, failure.Permanent(failure.ReasonTemplateRejected, fmt.Errorf("%s has no pod template", r.GetKind()))
+		return nil, failure.Permanent(workerv1.ReasonTemplateRejected, fmt.Errorf("%s has no pod template", r.GetKind()))
 	}
 	list, err := spec.Pipe(kyaml.Lookup("containers"))
 	if err != nil || list == nil {
-		return nil, failure.Permanent(failure.ReasonTemplateRejected, errors.New("pod template has no containers"))
+		return nil, failure.Permanent(workerv1.ReasonTemplateRejected, errors.New("pod template has no containers"))
 	}
 	items, err := list.Elements()
 	if err != nil {
@@ -76,7 +77,7 @@ func container(r *resource.Resource, name string) (*kyaml.RNode, error) {
 			return c, nil
 		}
 	}
-	return nil, failure.Permanent(failure.ReasonTemplateRejected, fmt.Errorf("no container %q", name))
+	return nil, failure.Permanent(workerv1.ReasonTemplateRejected, fmt.Errorf("no container %q", name))
 }
 
 func bindImage(r *resource.Resource, b v1alpha1.ParameterBinding, v any) error {
@@ -151,5 +152,5 @@ func bindEnv(r *resource.Resource, b v1alpha1.ParameterBinding, v any) error {
 }
 
 func badValue(b v1alpha1.ParameterBinding, msg string) error {
-	return failure.Permanent(failure.ReasonInvalidSpec, fmt.Errorf("value %q: %s", b.Value, msg))
+	return failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("value %q: %s", b.Value, msg))
 }

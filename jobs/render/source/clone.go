@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -92,12 +93,12 @@ func Fetch(ctx context.Context, o Options) (Revision, *Snapshot, error) {
 		}
 		h, err := repo.ResolveRevision(plumbing.Revision(o.Ref))
 		if err != nil {
-			return Revision{}, nil, failure.Permanent(failure.ReasonSourceNotFound,
+			return Revision{}, nil, failure.Permanent(workerv1.ReasonSourceNotFound,
 				fmt.Errorf("commit %s not found in %s", o.Ref, redact(o.URL)))
 		}
 		rev.Commit = h.String()
 	} else {
-		return Revision{}, nil, failure.Permanent(failure.ReasonSourceNotFound,
+		return Revision{}, nil, failure.Permanent(workerv1.ReasonSourceNotFound,
 			fmt.Errorf("ref %q not found in %s: no such branch or tag", o.Ref, redact(o.URL)))
 	}
 
@@ -147,11 +148,11 @@ func peelCommit(repo *git.Repository, h plumbing.Hash) (*object.Commit, error) {
 		}
 		c, err := repo.CommitObject(h)
 		if err != nil {
-			return nil, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("%s is not a commit: %w", h, err))
+			return nil, failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("%s is not a commit: %w", h, err))
 		}
 		return c, nil
 	}
-	return nil, failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("%s: tag chain too deep", h))
+	return nil, failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("%s: tag chain too deep", h))
 }
 
 // classify sorts Git transport errors into permanent (auth, missing repo,
@@ -165,10 +166,10 @@ func classify(err error, url string) error {
 	switch {
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed),
 		errors.Is(err, transport.ErrInvalidAuthMethod):
-		return failure.Permanent(failure.ReasonSourceAuth, fmt.Errorf("cloning %s: %w", where, err))
+		return failure.Permanent(workerv1.ReasonSourceAuth, fmt.Errorf("cloning %s: %w", where, err))
 	case errors.Is(err, transport.ErrRepositoryNotFound), errors.Is(err, transport.ErrEmptyRemoteRepository),
 		errors.Is(err, plumbing.ErrReferenceNotFound):
-		return failure.Permanent(failure.ReasonSourceNotFound, fmt.Errorf("cloning %s: %w", where, err))
+		return failure.Permanent(workerv1.ReasonSourceNotFound, fmt.Errorf("cloning %s: %w", where, err))
 	case errors.Is(err, context.Canceled):
 		return err
 	}
@@ -180,7 +181,7 @@ func classify(err error, url string) error {
 	}
 	// Everything else is the network or the server misbehaving; a later
 	// attempt may succeed.
-	return failure.Retryable(failure.ReasonSourceFailed, fmt.Errorf("cloning %s: %w", where, err))
+	return failure.Retryable(workerv1.ReasonSourceFailed, fmt.Errorf("cloning %s: %w", where, err))
 }
 
 // redact drops user info from a URL so credentials never reach messages.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/gitauth"
 	"github.com/packline/packline/jobs/render/source"
@@ -111,19 +112,19 @@ func TestFetchFailures(t *testing.T) {
 		authDir string
 		want    *want
 	}{
-		{name: "missing branch", url: open.URL, ref: "no-such-branch", want: &want{failure.ReasonSourceNotFound, true}},
-		{name: "missing sha", url: open.URL, ref: "0123456789abcdef0123456789abcdef01234567", want: &want{failure.ReasonSourceNotFound, true}},
-		{name: "missing repo", url: strings.TrimSuffix(open.URL, "templates.git") + "nope.git", want: &want{failure.ReasonSourceNotFound, true}},
-		{name: "no credentials", url: locked.URL, want: &want{failure.ReasonSourceAuth, true}},
-		{name: "wrong password", url: locked.URL, authDir: authDir(map[string]string{"username": "alice", "password": "nope\n"}), want: &want{failure.ReasonSourceAuth, true}},
+		{name: "missing branch", url: open.URL, ref: "no-such-branch", want: &want{workerv1.ReasonSourceNotFound, true}},
+		{name: "missing sha", url: open.URL, ref: "0123456789abcdef0123456789abcdef01234567", want: &want{workerv1.ReasonSourceNotFound, true}},
+		{name: "missing repo", url: strings.TrimSuffix(open.URL, "templates.git") + "nope.git", want: &want{workerv1.ReasonSourceNotFound, true}},
+		{name: "no credentials", url: locked.URL, want: &want{workerv1.ReasonSourceAuth, true}},
+		{name: "wrong password", url: locked.URL, authDir: authDir(map[string]string{"username": "alice", "password": "nope\n"}), want: &want{workerv1.ReasonSourceAuth, true}},
 		{name: "right password", url: locked.URL, authDir: authDir(map[string]string{"username": "alice", "password": "s3cret\n"})},
 		{name: "token", url: locked.URL, authDir: authDir(map[string]string{"username": "alice", "token": "s3cret"})},
-		{name: "503", url: broken.URL, want: &want{failure.ReasonSourceFailed, false}},
-		{name: "connection refused", url: refused, want: &want{failure.ReasonSourceFailed, false}},
+		{name: "503", url: broken.URL, want: &want{workerv1.ReasonSourceFailed, false}},
+		{name: "connection refused", url: refused, want: &want{workerv1.ReasonSourceFailed, false}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			auth, err := gitauth.Load(tc.authDir, tc.url, failure.ReasonSourceAuth)
+			auth, err := gitauth.Load(tc.authDir, tc.url, workerv1.ReasonSourceAuth)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 )
 
@@ -59,12 +60,12 @@ func readTree(c *object.Commit, l Limits) (*Snapshot, error) {
 			return nil
 		}
 		if len(s.Files) >= l.MaxFiles {
-			return failure.Permanent(failure.ReasonSourceFailed,
+			return failure.Permanent(workerv1.ReasonSourceFailed,
 				fmt.Errorf("template repository has more than %d files", l.MaxFiles))
 		}
 		total += f.Size
 		if total > l.MaxBytes {
-			return failure.Permanent(failure.ReasonSourceFailed,
+			return failure.Permanent(workerv1.ReasonSourceFailed,
 				fmt.Errorf("template repository is larger than %d bytes", l.MaxBytes))
 		}
 		r, err := f.Reader()

@@ -15,11 +15,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/jobs/render"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/source"
-	"github.com/packline/packline/jobs/spec"
 )
 
 func claimFlags(fs *pflag.FlagSet, o *options) {
@@ -186,7 +186,7 @@ func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, t
 	tplSpec := *tpl.Spec.DeepCopy()
 	tplSpec.Parameters = params
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
-	doc := spec.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values, Exposure: c.Spec.Exposure}
+	doc := workerv1.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values, Exposure: c.Spec.Exposure}
 	if profile != nil {
 		doc.Profile = profile.Spec.DeepCopy()
 	}

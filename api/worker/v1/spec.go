@@ -1,11 +1,12 @@
-// Package spec is what the controller hands the worker: a JSON document in
+// The spec is what the controller hands the worker: a JSON document in
 // the PACKLINE_SPEC environment variable, plus the fixed paths and variable
 // names where the pod carries credentials.
 //
 // The document holds no secret. Credentials reach the pod only as
 // env.valueFrom or Secret volumes at the paths below, so they never appear in
 // args, the Job spec, logs or the controller's memory.
-package spec
+
+package workerv1
 
 import (
 	"bytes"
@@ -146,8 +147,8 @@ type Claim struct {
 	Signing *Signing `json:"signing,omitempty"`
 }
 
-// Encode returns the JSON document for EnvSpec.
-func Encode(v any) (string, error) {
+// EncodeSpec returns the JSON document for EnvSpec.
+func EncodeSpec(v any) (string, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return "", err
@@ -155,18 +156,18 @@ func Encode(v any) (string, error) {
 	return string(b), nil
 }
 
-// Load decodes EnvSpec into v, rejecting unknown fields so that a worker
+// LoadSpec decodes EnvSpec into v, rejecting unknown fields so that a worker
 // older than the controller fails loudly instead of ignoring a setting.
-func Load(v any) error {
+func LoadSpec(v any) error {
 	raw := os.Getenv(EnvSpec)
 	if raw == "" {
 		return errors.New(EnvSpec + " is not set")
 	}
-	return Decode([]byte(raw), v)
+	return DecodeSpec([]byte(raw), v)
 }
 
-// Decode is Load on bytes.
-func Decode(b []byte, v any) error {
+// DecodeSpec is LoadSpec on bytes.
+func DecodeSpec(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

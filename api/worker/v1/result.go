@@ -1,11 +1,12 @@
-// Package result is the contract between the worker and the controller: one
-// JSON object of at most MaxBytes written to the pod's termination message.
+// The result is the worker's half of the contract: one
+// JSON object of at most MaxResultBytes written to the pod's termination message.
 //
 // The controller parses it strictly. Anything it cannot trust (unknown
 // fields, trailing data, both or neither of success and error, a malformed
 // digest) is an error, which the controller reports as InvalidResult rather
 // than guessing or requeueing forever.
-package result
+
+package workerv1
 
 import (
 	"bytes"
@@ -21,11 +22,11 @@ import (
 	"github.com/packline/packline/jobs/redact"
 )
 
-// MaxBytes is the kubelet's limit on a termination message.
-const MaxBytes = 4096
+// MaxResultBytes is the kubelet's limit on a termination message.
+const MaxResultBytes = 4096
 
-// DefaultPath is where Kubernetes reads the termination message from.
-const DefaultPath = "/dev/termination-log"
+// ResultPath is where Kubernetes reads the termination message from.
+const ResultPath = "/dev/termination-log"
 
 // Result is what one worker run produced: either the pushed artifact, or Error.
 type Result struct {
@@ -131,14 +132,14 @@ func validateReference(digest, reference string) error {
 	return nil
 }
 
-// Parse decodes a termination message strictly.
-func Parse(b []byte) (Result, error) {
+// ParseResult decodes a termination message strictly.
+func ParseResult(b []byte) (Result, error) {
 	var r Result
 	if len(bytes.TrimSpace(b)) == 0 {
 		return r, errors.New("no result was written")
 	}
-	if len(b) > MaxBytes {
-		return r, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxBytes)
+	if len(b) > MaxResultBytes {
+		return r, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxResultBytes)
 	}
 	if !utf8.Valid(b) {
 		return r, errors.New("result is not UTF-8")
@@ -157,12 +158,12 @@ func Parse(b []byte) (Result, error) {
 	return r, nil
 }
 
-// Marshal encodes r within MaxBytes, shortening the error message if needed
+// MarshalResult encodes r within MaxResultBytes, shortening the error message if needed
 // so a long error never loses the whole result. The error message is
-// redacted first (see package redact): every failure the worker reports
+// redacted first (see jobs/redact): every failure the worker reports
 // passes through here, so no credential reaches the termination message,
 // and from there status, events or logs.
-func Marshal(r Result) ([]byte, error) {
+func MarshalResult(r Result) ([]byte, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -175,11 +176,11 @@ func Marshal(r Result) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) <= MaxBytes {
+	if len(b) <= MaxResultBytes {
 		return b, nil
 	}
 	if r.Error == nil {
-		return nil, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxBytes)
+		return nil, fmt.Errorf("result is %d bytes, more than %d", len(b), MaxResultBytes)
 	}
 	return marshalTruncated(r)
 }
@@ -188,7 +189,7 @@ func Marshal(r Result) ([]byte, error) {
 const ellipsis = "…"
 
 // marshalTruncated keeps the longest prefix of the error message whose
-// JSON encoding, with the ellipsis, fits in MaxBytes. It counts each
+// JSON encoding, with the ellipsis, fits in MaxResultBytes. It counts each
 // rune's encoded length (JSON turns '<', '>', '&', U+2028/9 and control
 // characters into six-byte \u escapes, and '"' and '\\' into two bytes),
 // so a message of escaped characters keeps as much as fits instead of
@@ -202,9 +203,9 @@ func marshalTruncated(r Result) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget := MaxBytes - len(b) // what the message may add to the ellipsis
+	budget := MaxResultBytes - len(b) // what the message may add to the ellipsis
 	if budget < 0 {
-		return nil, fmt.Errorf("result is %d bytes without its message, more than %d", len(b), MaxBytes)
+		return nil, fmt.Errorf("result is %d bytes without its message, more than %d", len(b), MaxResultBytes)
 	}
 	end := 0
 	for i, c := range msg {
@@ -220,8 +221,8 @@ func marshalTruncated(r Result) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > MaxBytes {
-		return nil, fmt.Errorf("result is %d bytes after shortening its message, more than %d", len(b), MaxBytes)
+	if len(b) > MaxResultBytes {
+		return nil, fmt.Errorf("result is %d bytes after shortening its message, more than %d", len(b), MaxResultBytes)
 	}
 	return b, nil
 }
@@ -236,9 +237,9 @@ func encodedLen(c rune) int {
 	return len(b) - 2
 }
 
-// Write writes r to path (normally DefaultPath).
-func Write(path string, r Result) error {
-	b, err := Marshal(r)
+// WriteResult writes r to path (normally ResultPath).
+func WriteResult(path string, r Result) error {
+	b, err := MarshalResult(r)
 	if err != nil {
 		return err
 	}

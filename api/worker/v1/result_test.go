@@ -1,4 +1,4 @@
-package result
+package workerv1
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 		{"neither", `{}`, "not sha256"},
 		{"bad reason", `{"error":{"reason":"no spaces allowed","message":"m"}}`, "CamelCase"},
 		{"empty message", `{"error":{"reason":"X","message":""}}`, "message is empty"},
-		{"too big", `{"error":{"reason":"X","message":"` + strings.Repeat("a", MaxBytes) + `"}}`, "more than"},
+		{"too big", `{"error":{"reason":"X","message":"` + strings.Repeat("a", MaxResultBytes) + `"}}`, "more than"},
 		{"array", `[1]`, "not a JSON object"},
 		{"signed", `{"digest":"` + d + `","reference":"r@` + d + `","signature":"` + d + `","attestation":"` + d + `"}`, ""},
 		{"bad signature", `{"digest":"` + d + `","reference":"r@` + d + `","signature":"sha256:xyz"}`, "signature"},
@@ -36,7 +36,7 @@ func TestParse(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse([]byte(tc.in))
+			_, err := ParseResult([]byte(tc.in))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Parse: %v", err)
@@ -52,14 +52,14 @@ func TestParse(t *testing.T) {
 
 func TestMarshalTruncatesLongErrors(t *testing.T) {
 	r := Result{Error: &Error{Reason: "SourceFailed", Message: strings.Repeat("é\"", 5000), Permanent: true}}
-	b, err := Marshal(r)
+	b, err := MarshalResult(r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b) > MaxBytes {
+	if len(b) > MaxResultBytes {
 		t.Fatalf("marshalled %d bytes", len(b))
 	}
-	got, err := Parse(b)
+	got, err := ParseResult(b)
 	if err != nil {
 		t.Fatalf("round trip: %v", err)
 	}
@@ -70,7 +70,7 @@ func TestMarshalTruncatesLongErrors(t *testing.T) {
 
 // TestMarshalTruncatesAgainstEncodedLength: JSON escapes '<', '>', '&' and
 // control characters to six bytes each, so truncation must count encoded
-// bytes. Whatever the message holds, the result fits in MaxBytes and keeps
+// bytes. Whatever the message holds, the result fits in MaxResultBytes and keeps
 // the longest prefix that fits: one more rune would not.
 func TestMarshalTruncatesAgainstEncodedLength(t *testing.T) {
 	for name, msg := range map[string]string{
@@ -81,14 +81,14 @@ func TestMarshalTruncatesAgainstEncodedLength(t *testing.T) {
 		"plain":          strings.Repeat("plain text ", 1000),
 	} {
 		t.Run(name, func(t *testing.T) {
-			b, err := Marshal(Result{Error: &Error{Reason: "RenderFailed", Message: msg, Permanent: true}})
+			b, err := MarshalResult(Result{Error: &Error{Reason: "RenderFailed", Message: msg, Permanent: true}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(b) > MaxBytes {
+			if len(b) > MaxResultBytes {
 				t.Fatalf("marshalled %d bytes", len(b))
 			}
-			got, err := Parse(b)
+			got, err := ParseResult(b)
 			if err != nil {
 				t.Fatalf("round trip: %v", err)
 			}
@@ -102,7 +102,7 @@ func TestMarshalTruncatesAgainstEncodedLength(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(more) <= MaxBytes {
+			if len(more) <= MaxResultBytes {
 				t.Errorf("kept %d bytes of the message (%d encoded in all); one more rune still fits (%d)", len(kept), len(b), len(more))
 			}
 		})
@@ -117,15 +117,15 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{} []`))
 	f.Add([]byte("\xff\xfe"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := Parse(b)
+		r, err := ParseResult(b)
 		if err != nil {
 			return
 		}
-		out, err := Marshal(r)
+		out, err := MarshalResult(r)
 		if err != nil {
 			t.Fatalf("accepted result does not marshal: %v", err)
 		}
-		r2, err := Parse(out)
+		r2, err := ParseResult(out)
 		if err != nil {
 			t.Fatalf("re-parse: %v", err)
 		}
