@@ -58,6 +58,10 @@ registry: ## Build or reuse the distribution v3 registry in the cache.
 flux: ## Build or reuse Flux's source-controller and kustomize-controller (and their CRDs) in the cache.
 	@test/tools/flux.sh >/dev/null
 
+.PHONY: kueue
+kueue: ## Build or reuse Kueue's manager (v0.17.0) and its CRDs and webhook manifests in the cache.
+	@test/tools/kueue.sh >/dev/null
+
 .PHONY: cosign
 cosign: ## Build or reuse the cosign CLI in the cache (the signing tests verify with it).
 	@test/tools/cosign.sh >/dev/null
