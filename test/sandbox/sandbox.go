@@ -61,6 +61,10 @@ type Options struct {
 	// FluxDir holds Flux's controllers and CRDs (test/tools/flux.sh); when
 	// set, the sandbox runs them, so delivered Claims are applied.
 	FluxDir string
+	// KueueDir holds Kueue's manager, CRDs and webhook manifests
+	// (test/tools/kueue.sh, KueueDefault); when set, the sandbox runs Kueue
+	// (see startKueue) before the packline manager.
+	KueueDir string
 	// Images are extra images the process node runs, besides the worker.
 	Images map[string]procnode.Image
 	// Progress receives one line per step; component logs go to Dir/logs.
@@ -85,6 +89,7 @@ type Sandbox struct {
 	nodeDone   chan error
 	manager    *proc
 	flux       []*proc
+	kueue      *proc
 	managerKC  string
 	ownDir     bool
 
@@ -99,7 +104,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot, &o.FluxDir} {
+	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot, &o.FluxDir, &o.KueueDir} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return nil, err
@@ -141,6 +146,13 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	if err := s.startNode(); err != nil {
 		return nil, err
+	}
+	if o.KueueDir != "" {
+		// Before the manager, which watches Workloads only if the
+		// cluster serves them when it starts.
+		if err := s.startKueue(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if o.FluxDir != "" {
 		// Before the manager, so that it watches delivered Claims' Flux
@@ -305,6 +317,7 @@ func WorkerImageMapping(bin string) procnode.Image {
 func (s *Sandbox) Stop() {
 	s.StopManager()
 	s.stopFlux()
+	s.stopKueue()
 	if s.mirrorCancel != nil {
 		s.mirrorCancel()
 	}
