@@ -25,7 +25,7 @@ import (
 // for workers of the worker's default requests (250m CPU, 256Mi), and the
 // LocalQueue "packline" in ns. hold starts the ClusterQueue stopped
 // (stopPolicy Hold), so that nothing is admitted until it is resumed.
-func queues(t *testing.T, ns string, workers int, hold bool) (clusterQueue string) {
+func queues(t testing.TB, ns string, workers int, hold bool) (clusterQueue string) {
 	stop := "None"
 	if hold {
 		stop = "Hold"
@@ -75,7 +75,7 @@ type jobWatch struct {
 	stop     func()
 }
 
-func watchJobs(t *testing.T, ns string) *jobWatch {
+func watchJobs(t testing.TB, ns string) *jobWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	w, err := sb.Kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
