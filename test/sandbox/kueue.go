@@ -119,7 +119,10 @@ exec "$@"`
 // kueueConfig is Kueue's Configuration (config.kueue.x-k8s.io/v1beta2, as
 // config/components/manager/controller_manager_config.yaml of v0.17) for
 // a process on loopback: the batch/job integration only, no leader
-// election, webhooks on 127.0.0.1 with the sandbox's certificate.
+// election, webhooks on 127.0.0.1 with the sandbox's certificate. The
+// on-demand visibility API server is off: it is an aggregated API that
+// loads its certificate from the fixed path /visibility, and nothing here
+// reads pending workloads through it.
 func kueueConfig(webhookPort, healthPort int, certDir string) string {
 	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -142,6 +145,8 @@ clientConnection:
 integrations:
   frameworks:
   - batch/job
+featureGates:
+  VisibilityOnDemand: false
 `, KueueNamespace, healthPort, webhookPort, certDir)
 }
 

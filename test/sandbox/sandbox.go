@@ -118,9 +118,11 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		}
 		s.ownDir = true
 	}
+	// The started stack, even when an error return has set s to nil.
+	started := s
 	defer func() {
 		if err != nil {
-			s.Stop()
+			started.Stop()
 		}
 	}()
 	s.logs = filepath.Join(s.Dir, "logs")

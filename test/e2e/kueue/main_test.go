@@ -9,6 +9,7 @@ package kueue
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -35,6 +36,7 @@ var sb *sandbox.Sandbox
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
+	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	bin, err := os.MkdirTemp("", "packline-kueue-bin-")
 	if err != nil {
