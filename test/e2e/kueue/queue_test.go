@@ -298,3 +298,32 @@ description: runs before the rest`, ns))
 		t.Errorf("%d Jobs ran at once, the quota fits 1", peak)
 	}
 }
+
+// Kueue v0.17 defaults the queue of every Job created without one in a
+// namespace that has a LocalQueue named "default" (LocalQueueDefaulting,
+// GA and locked on): an Artifact without spec.queueName is queued there
+// too, and says so.
+func TestKueueDefaultLocalQueueTakesUnqueuedJobs(t *testing.T) {
+	ns := newNamespace(t)
+	cq := queues(t, ns, 1, true)
+	apply(t, fmt.Sprintf(`apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata:
+  name: default
+  namespace: %s
+spec:
+  clusterQueue: %s`, ns, cq))
+	a := newArtifact(ns, "unqueued", "").Obj()
+	create(t, a)
+	waitFor(t, func(g Gomega) {
+		var jobs batchv1.JobList
+		g.Expect(sb.Client.List(context.Background(), &jobs, client.InNamespace(ns))).To(Succeed())
+		g.Expect(jobs.Items).To(HaveLen(1))
+		g.Expect(jobs.Items[0].Labels).To(HaveKeyWithValue(pipeline.QueueLabel, "default"))
+		g.Expect(jobs.Items[0].Spec.Suspend).To(HaveValue(BeTrue()))
+		cur := &v1alpha1.Artifact{}
+		g.Expect(sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), cur)).To(Succeed())
+		g.Expect(cur.Status.Phase).To(Equal(v1alpha1.PhaseQueued))
+		t.Logf("unqueued Artifact in a namespace with LocalQueue default: %s: %s", ready(&cur.Status).Reason, ready(&cur.Status).Message)
+	}).Should(Succeed(), "logs in %s", sb.Logs())
+}
