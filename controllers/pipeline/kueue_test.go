@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -61,5 +62,25 @@ func TestBuildJobPriorityClass(t *testing.T) {
 	p.QueueName = ""
 	if got, ok := BuildJob(p).Labels[PriorityClassLabel]; ok {
 		t.Errorf("Job without a queue carries %s=%q; Kueue does not manage it", PriorityClassLabel, got)
+	}
+}
+
+// The cache keeps of a Workload what QueuedBy reads, and is idempotent.
+func TestTrimWorkload(t *testing.T) {
+	quota := map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota"}
+	wl := workload(quota)
+	wl.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "u1"}})
+	_ = unstructured.SetNestedField(wl.Object, map[string]any{"podSets": []any{map[string]any{"name": "main", "count": int64(1)}}}, "spec")
+	_ = unstructured.SetNestedField(wl.Object, map[string]any{"podSetAssignments": []any{}}, "status", "admission")
+	want := workload(quota)
+	want.SetOwnerReferences(wl.GetOwnerReferences())
+	for range 2 {
+		got, _ := TrimOwned(wl)
+		if d := cmp.Diff(want.Object, got.(*unstructured.Unstructured).Object); d != "" {
+			t.Fatalf("trimmed Workload (-want +got):\n%s", d)
+		}
+	}
+	if got := QueuedBy(Observation{State: StateQueued}, wl); got.Reason != ReasonQuotaNotReserved {
+		t.Errorf("QueuedBy on a trimmed Workload: reason %q", got.Reason)
 	}
 }
