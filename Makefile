@@ -58,6 +58,10 @@ registry: ## Build or reuse the distribution v3 registry in the cache.
 flux: ## Build or reuse Flux's source-controller and kustomize-controller (and their CRDs) in the cache.
 	@test/tools/flux.sh >/dev/null
 
+.PHONY: kueue
+kueue: ## Build or reuse Kueue's manager (v0.17.0) and its CRDs and webhook manifests in the cache.
+	@test/tools/kueue.sh >/dev/null
+
 .PHONY: cosign
 cosign: ## Build or reuse the cosign CLI in the cache (the signing tests verify with it).
 	@test/tools/cosign.sh >/dev/null
@@ -80,8 +84,8 @@ images: ## Build the manager and worker images without a daemon (OCI layout in d
 ##@ Tests
 
 .PHONY: test
-test: k8s-assets registry flux cosign ## Run the whole test suite against a real apiserver and registry.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
+test: k8s-assets registry flux cosign kueue ## Run the whole test suite against a real apiserver and registry.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" PACKLINE_KUEUE_DIR="$$(test/tools/kueue.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m ./...
 
 # The packages whose tests need no API server (the real registry and Git
@@ -102,8 +106,8 @@ test-slow: registry ## Run the slow tests (PACKLINE_SLOW=1): the amd64+arm64 ima
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 45m $(SLOW_PKGS)
 
 .PHONY: bench
-bench: k8s-assets registry flux cosign ## Run the benchmarks; they print ratios against baselines measured in the same run.
-	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
+bench: k8s-assets registry flux cosign kueue ## Run the benchmarks; they print ratios against baselines measured in the same run.
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" PACKLINE_KUEUE_DIR="$$(test/tools/kueue.sh)" \
 		go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
 .PHONY: demo
@@ -115,6 +119,11 @@ demo: build k8s-assets registry flux ## Run the local sandbox, apply config/samp
 e2e: k8s-assets registry flux cosign ## Run only the end-to-end suite on the sandbox (also part of `make test`).
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/e2e
+
+.PHONY: e2e-kueue
+e2e-kueue: k8s-assets registry flux kueue ## Run the queueing tests on the sandbox with real Kueue (test/e2e/kueue; also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_KUEUE_DIR="$$(test/tools/kueue.sh)" \
+		go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/kueue
 
 .PHONY: fmt vet
 fmt:

@@ -200,10 +200,11 @@ func (r *ArtifactReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1alpha1.Artifact{}, mirrorIndex, indexPushedSource); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.Artifact{}, builder.WithPredicates(specOrAnnotationChanged)).
 		Owns(&batchv1.Job{}, builder.WithPredicates(notCreated)).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Artifact"))).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podOwner("Artifact")))
+	return watchWorkloads(mgr, b, r.Pipeline, "Artifact").
 		Named("artifact").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)}).
 		Complete(r)

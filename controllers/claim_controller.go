@@ -401,6 +401,7 @@ func (r *ClaimReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Named("claim").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(1, r.Pipeline.Config.MaxConcurrentReconciles)})
+	b = watchWorkloads(mgr, b, r.Pipeline, "Claim")
 	// A watch on a kind the cluster does not serve would stop the manager;
 	// without Flux, delivered Claims report FluxNotInstalled and poll.
 	if _, err := mgr.GetRESTMapper().RESTMapping(kustomizev1.GroupVersion.WithKind(kustomizev1.KustomizationKind).GroupKind(), kustomizev1.GroupVersion.Version); err == nil {

@@ -127,6 +127,15 @@ type PipelineSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	QueueName string `json:"queueName,omitempty"`
 
+	// workloadPriorityClassName is a Kueue WorkloadPriorityClass for a
+	// queued run (with queueName): the Job carries it as the
+	// kueue.x-k8s.io/priority-class label, and Kueue admits a run of a
+	// higher priority first. Ignored without queueName.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	WorkloadPriorityClassName string `json:"workloadPriorityClassName,omitempty"`
+
 	// workspace configures the workspace PVC. It is immutable: a bound
 	// volume cannot change class or shrink.
 	// +optional

@@ -29,11 +29,13 @@ func main() {
 	var (
 		o       sandbox.Options
 		once    bool
+		kueue   bool
 		timeout time.Duration
 	)
 	flag.StringVar(&o.Dir, "dir", "", "Folder for the sandbox's state and logs (default: a new temp folder, removed on exit).")
 	flag.StringVar(&o.ManagerBin, "manager-bin", "", "Built cmd/manager (default: build it).")
 	flag.StringVar(&o.WorkerBin, "worker-bin", "", "Built cmd/worker (default: build it).")
+	flag.BoolVar(&kueue, "kueue", false, "Also run Kueue v0.17 (built by test/tools/kueue.sh, or PACKLINE_KUEUE_DIR), for Artifacts and Claims with spec.queueName.")
 	flag.BoolVar(&once, "once", false, "Exit after the samples are Ready and pulled, instead of serving until interrupted.")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the samples to become Ready.")
 	flag.Parse()
@@ -46,6 +48,16 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if kueue {
+		root, err := sandbox.RepoRoot()
+		if err == nil {
+			o.KueueDir, err = sandbox.KueueDefault(root)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sandbox:", err)
+			os.Exit(1)
+		}
+	}
 	if err := run(ctx, o, once, timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox:", err)
 		os.Exit(1)

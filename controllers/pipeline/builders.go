@@ -131,6 +131,8 @@ type JobParams struct {
 	Timeout          time.Duration
 	TTLAfterFinished time.Duration
 	QueueName        string
+	// PriorityClass is the Kueue WorkloadPriorityClass of a queued Job.
+	PriorityClass string
 	// ManagedBy, on a queued Job, hands the Job to another controller
 	// (spec.managedBy), as MultiKueue needs: the local Job controller then
 	// never runs it, and the dispatcher mirrors the worker cluster's status.
@@ -169,6 +171,9 @@ func BuildJob(p JobParams) *batchv1.Job {
 	jobLabels := copyMap(labels)
 	if p.QueueName != "" {
 		jobLabels[QueueLabel] = p.QueueName
+		if p.PriorityClass != "" {
+			jobLabels[PriorityClassLabel] = p.PriorityClass
+		}
 	}
 
 	env := append([]corev1.EnvVar{

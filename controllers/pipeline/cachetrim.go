@@ -4,6 +4,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -54,7 +55,25 @@ func TrimOwned(obj any) (any, error) {
 	if m, ok := obj.(metav1.Object); ok {
 		trimMeta(m)
 	}
+	trimWorkload(obj)
 	return obj, nil
+}
+
+// trimWorkload keeps of a Kueue Workload (cached as unstructured, every
+// Workload of the cluster) only its metadata and status conditions: its
+// spec holds a full copy of the pod template, and its status the
+// admission's per-podset assignments, none of which the pipeline reads.
+func trimWorkload(obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || u.GroupVersionKind().GroupKind() != WorkloadGVK.GroupKind() {
+		return
+	}
+	conds, found, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	delete(u.Object, "spec")
+	delete(u.Object, "status")
+	if found {
+		_ = unstructured.SetNestedSlice(u.Object, conds, "status", "conditions")
+	}
 }
 
 // ChildTransforms return the cache transforms of Jobs, Pods and PVCs for a

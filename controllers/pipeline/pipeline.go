@@ -180,6 +180,9 @@ type Pipeline struct {
 	// CleanupPlacement, when set, places deletionPolicy Delete's cleanup
 	// Jobs; by default they run in the owner's namespace with its target.
 	CleanupPlacement CleanupPlacement
+	// Workloads reads Kueue's Workloads (the cache), when the cluster
+	// serves them; nil without Kueue.
+	Workloads client.Reader
 
 	// patched detects a cache that has not caught up with the last status
 	// patch (see stale.go).

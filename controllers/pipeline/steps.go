@@ -289,7 +289,7 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: attempt, InputsHash: s.work.InputsHash,
 		Image: p.Config.WorkerImage, Command: s.work.Command, SpecJSON: doc,
 		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts,
-		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName, ManagedBy: p.Config.JobManagedBy,
+		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName, PriorityClass: ps.WorkloadPriorityClassName, ManagedBy: p.Config.JobManagedBy,
 		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
 		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
 		WorkspaceSize:       workspaceSize(p.workspaceParams(s)),
@@ -338,6 +338,13 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	o, poll, err := p.observePods(ctx, s.job, pods)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if o.State == StateQueued && s.job.Labels[QueueLabel] != "" {
+		wl, err := p.workloadOf(ctx, s.job)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		o = QueuedBy(o, wl)
 	}
 	if o.Reason == ReasonResultNotMirrored {
 		s.resolved = true

@@ -64,6 +64,10 @@ type Options struct {
 	// FluxDir holds Flux's controllers and CRDs (test/tools/flux.sh); when
 	// set, the sandbox runs them, so delivered Claims are applied.
 	FluxDir string
+	// KueueDir holds Kueue's manager, CRDs and webhook manifests
+	// (test/tools/kueue.sh, KueueDefault); when set, the sandbox runs Kueue
+	// (see startKueue) before the packline manager.
+	KueueDir string
 	// Images are extra images the process node runs, besides the worker.
 	Images map[string]procnode.Image
 	// Progress receives one line per step; component logs go to Dir/logs.
@@ -88,6 +92,7 @@ type Sandbox struct {
 	nodeDone   chan error
 	manager    *proc
 	flux       []*proc
+	kueue      *proc
 	managerKC  string
 	ownDir     bool
 
@@ -102,7 +107,7 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot, &o.FluxDir} {
+	for _, p := range []*string{&o.ManagerBin, &o.WorkerBin, &o.RegistryBin, &o.Assets, &o.RepoRoot, &o.FluxDir, &o.KueueDir} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return nil, err
@@ -116,9 +121,11 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		}
 		s.ownDir = true
 	}
+	// The started stack, even when an error return has set s to nil.
+	started := s
 	defer func() {
 		if err != nil {
-			s.Stop()
+			started.Stop()
 		}
 	}()
 	s.logs = filepath.Join(s.Dir, "logs")
@@ -144,6 +151,13 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	}
 	if err := s.startNode(); err != nil {
 		return nil, err
+	}
+	if o.KueueDir != "" {
+		// Before the manager, which watches Workloads only if the
+		// cluster serves them when it starts.
+		if err := s.startKueue(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if o.FluxDir != "" {
 		// Before the manager, so that it watches delivered Claims' Flux
@@ -312,6 +326,7 @@ func WorkerImageMapping(bin string) procnode.Image {
 func (s *Sandbox) Stop() {
 	s.StopManager()
 	s.stopFlux()
+	s.stopKueue()
 	if s.mirrorCancel != nil {
 		s.mirrorCancel()
 	}
