@@ -49,13 +49,13 @@ type controlPlane struct {
 	// PVC is bound to a PersistentVolume, see volumes.go) and the node
 	// lifecycle controller, which lifts the not-ready taint a kubelet
 	// registers its Node with.
-	realNode bool
-	log         io.Writer
-	ca          *ca
-	etcd        *proc
-	apiserver   *proc
-	kcm         *proc
-	host        string // https://127.0.0.1:port
+	realNode  bool
+	log       io.Writer
+	ca        *ca
+	etcd      *proc
+	apiserver *proc
+	kcm       *proc
+	host      string // https://127.0.0.1:port
 }
 
 func (c *controlPlane) startEtcd() (string, error) {

@@ -392,4 +392,3 @@ func removeCgroups(name string) {
 		}
 	}
 }
-
