@@ -218,6 +218,15 @@ func (s *Sandbox) startRealNode(ctx context.Context) error {
 	return nil
 }
 
+// PauseImage is the real node's pod sandbox image, in the sandbox registry:
+// a container that only waits, for tests that look into a pod from the host.
+func (s *Sandbox) PauseImage() string {
+	if s.real == nil {
+		return ""
+	}
+	return s.real.paths.sandboxImage
+}
+
 // stopRealNode ends the kubelet and the scheduler, then every container
 // (the shims outlive containerd by design, so they are ended by pid), then
 // containerd; it unmounts what they mounted under the node's folder,
