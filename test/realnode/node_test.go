@@ -94,3 +94,29 @@ func TestMissingPushSecretNamedFromFailedMount(t *testing.T) {
 	}).WithTimeout(30*time.Second).WithPolling(200*time.Millisecond).Should(Succeed(), "logs in %s", sb.Logs())
 	t.Logf("status named the missing Secret %s after creation", time.Since(start).Round(time.Millisecond))
 }
+
+// Only the sandbox registry is reachable: an image from any other registry
+// fails to pull from a closed loopback port (containerd's _default
+// hosts.toml), so nothing leaves the machine, not even a DNS lookup.
+func TestOtherRegistriesAreNotContacted(t *testing.T) {
+	requireNode(t)
+	ns := newNamespace(t, sb, nil)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", Namespace: ns},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "c", Image: "docker.io/library/busybox:1.36"}},
+		},
+	}
+	if err := sb.Client.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func(g Gomega) {
+		g.Expect(sb.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.ContainerStatuses).To(HaveLen(1))
+		w := pod.Status.ContainerStatuses[0].State.Waiting
+		g.Expect(w).NotTo(BeNil())
+		g.Expect(w.Reason).To(BeElementOf("ErrImagePull", "ImagePullBackOff"))
+		g.Expect(w.Message).To(ContainSubstring("127.0.0.1:1"))
+	}).Should(Succeed())
+}

@@ -123,6 +123,13 @@ func (s *Sandbox) startRealNode(ctx context.Context) error {
 	if err := os.WriteFile(filepath.Join(hosts, "hosts.toml"), []byte(registryHosts(s.Registry.Host)), 0o644); err != nil {
 		return err
 	}
+	others := filepath.Join(p.hostsDir(), "_default")
+	if err := os.MkdirAll(others, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(others, "hosts.toml"), []byte(otherRegistries), 0o644); err != nil {
+		return err
+	}
 	if err := os.WriteFile(filepath.Join(p.cniConfDir(), "10-packline.conflist"), []byte(cniConfig(p.cniIPAMDir())), 0o644); err != nil {
 		return err
 	}

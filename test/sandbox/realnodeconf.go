@@ -106,6 +106,16 @@ func registryHosts(host string) string {
 `, host)
 }
 
+// otherRegistries is containerd's hosts.toml for every other registry
+// (certs.d/_default): a closed loopback port instead of the registry's own
+// address, so an image from docker.io or anywhere else fails to pull at
+// once, without a DNS lookup or a connection leaving the machine.
+const otherRegistries = `server = "http://127.0.0.1:1"
+
+[host."http://127.0.0.1:1"]
+  capabilities = ["pull", "resolve"]
+`
+
 // cniConfig is the pod network: bridge with host-local addresses, then
 // portmap (a no-op without hostPorts). isGateway is off on purpose: the
 // sandbox gives the bridge its gateway address itself, and the plugin then
