@@ -81,6 +81,24 @@ func TestMissingPushSecretNamedFromFailedMount(t *testing.T) {
 	if err := sb.Client.Create(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
+	// What the kubelet says, and where: a FailedMount event naming the
+	// Secret; the container waits as ContainerCreating with no message.
+	// (The process node says the same: TestProcessNodeMissingSecretVolume.)
+	waitFor(t, func(g Gomega) {
+		var events corev1.EventList
+		g.Expect(sb.Client.List(context.Background(), &events, client.InNamespace(ns))).To(Succeed())
+		var mounts []string
+		for _, e := range events.Items {
+			if e.Reason == "FailedMount" {
+				mounts = append(mounts, e.Message)
+			}
+		}
+		g.Expect(mounts).To(ContainElement(MatchRegexp(`^MountVolume.SetUp failed for volume "[a-z-]+" : secret "absent-push-creds" not found$`)))
+		var pods corev1.PodList
+		g.Expect(sb.Client.List(context.Background(), &pods, client.InNamespace(ns))).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		g.Expect(pods.Items[0].Status.ContainerStatuses).To(ConsistOf(HaveField("State.Waiting", Equal(&corev1.ContainerStateWaiting{Reason: "ContainerCreating"}))))
+	}).Should(Succeed())
 	NewWithT(t).Eventually(func(g Gomega) {
 		g.Expect(sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), a)).To(Succeed())
 		var msgs []string

@@ -19,12 +19,25 @@ import (
 type configError struct {
 	reason string
 	msg    string
+	// mount marks a volume that cannot be set up. The kubelet says so only
+	// in a FailedMount event ("MountVolume.SetUp failed for volume "v" :
+	// secret "s" not found"); the container waits as ContainerCreating
+	// with no message, so the status tells a controller nothing more.
+	mount bool
 }
 
 func (e *configError) Error() string { return e.msg }
 
 func configErr(reason, format string, args ...any) error {
 	return &configError{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// mountErr is a volume the kubelet cannot set up: the pod waits in
+// ContainerCreating, and the reason is only in a FailedMount event, worded
+// as the kubelet words it.
+func mountErr(volume, format string, args ...any) error {
+	return &configError{reason: "ContainerCreating", mount: true,
+		msg: fmt.Sprintf("MountVolume.SetUp failed for volume %q : ", volume) + fmt.Sprintf(format, args...)}
 }
 
 // containerSpec is everything needed to exec one container.
@@ -183,7 +196,7 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 			if apierrors.IsNotFound(err) && v.Secret.Optional != nil && *v.Secret.Optional {
 				sec = nil
 			} else if apierrors.IsNotFound(err) {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: secret %q not found", v.Name, v.Secret.SecretName)
+				return nil, mountErr(v.Name, "secret %q not found", v.Secret.SecretName)
 			} else if err != nil {
 				return nil, err
 			}
@@ -192,14 +205,14 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 				data = sec.Data
 			}
 			if err := writeFiles(local, data, v.Secret.Items, v.Secret.DefaultMode, ptr.Deref(v.Secret.Optional, false)); err != nil {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
+				return nil, mountErr(v.Name, "%v", err)
 			}
 		case v.ConfigMap != nil:
 			cm, err := n.o.Client.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, v.ConfigMap.Name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) && v.ConfigMap.Optional != nil && *v.ConfigMap.Optional {
 				cm = &corev1.ConfigMap{}
 			} else if apierrors.IsNotFound(err) {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: configmap %q not found", v.Name, v.ConfigMap.Name)
+				return nil, mountErr(v.Name, "configmap %q not found", v.ConfigMap.Name)
 			} else if err != nil {
 				return nil, err
 			}
@@ -211,7 +224,7 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 				data[k] = b
 			}
 			if err := writeFiles(local, data, v.ConfigMap.Items, v.ConfigMap.DefaultMode, ptr.Deref(v.ConfigMap.Optional, false)); err != nil {
-				return nil, configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: %v", v.Name, err)
+				return nil, mountErr(v.Name, "%v", err)
 			}
 		case v.Projected != nil:
 			if err := n.projected(ctx, pod, v, local); err != nil {

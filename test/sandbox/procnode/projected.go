@@ -37,7 +37,7 @@ func (n *Node) projected(ctx context.Context, pod *corev1.Pod, v corev1.Volume, 
 			}
 			out, err := n.o.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, tr, metav1.CreateOptions{})
 			if err != nil {
-				return configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: token for serviceaccount %q: %v", v.Name, sa, err)
+				return mountErr(v.Name, "token for serviceaccount %q: %v", sa, err)
 			}
 			files[src.ServiceAccountToken.Path] = []byte(out.Status.Token)
 		case src.ConfigMap != nil:
@@ -46,12 +46,12 @@ func (n *Node) projected(ctx context.Context, pod *corev1.Pod, v corev1.Volume, 
 			if apierrors.IsNotFound(err) && optional {
 				continue
 			} else if err != nil {
-				return configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: configmap %q: %v", v.Name, src.ConfigMap.Name, err)
+				return mountErr(v.Name, "configmap %q: %v", src.ConfigMap.Name, err)
 			}
 			for _, it := range keys(src.ConfigMap.Items, cm.Data) {
 				b, ok := cm.Data[it.Key]
 				if !ok {
-					return configErr("ContainerCreating", "MountVolume.SetUp failed for volume %q: configmap %q has no key %q", v.Name, cm.Name, it.Key)
+					return mountErr(v.Name, "configmap %q has no key %q", cm.Name, it.Key)
 				}
 				files[it.Path] = []byte(b)
 			}

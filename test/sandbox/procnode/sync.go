@@ -83,9 +83,13 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 	specs, err := n.prepare(ctx, pod)
 	var cfgErr *configError
 	if errors.As(err, &cfgErr) {
-		n.recorder.Event(pod, corev1.EventTypeWarning, "Failed", "Error: "+cfgErr.Error())
 		n.logf("pod %s/%s waits: %s: %v", pod.Namespace, pod.Name, cfgErr.reason, cfgErr)
 		n.queue.AddAfter(cache.MetaObjectToName(pod).String(), configRetry)
+		if cfgErr.mount {
+			n.recorder.Event(pod, corev1.EventTypeWarning, "FailedMount", cfgErr.Error())
+			return n.waiting(ctx, pod, cfgErr.reason, "")
+		}
+		n.recorder.Event(pod, corev1.EventTypeWarning, "Failed", "Error: "+cfgErr.Error())
 		return n.waiting(ctx, pod, cfgErr.reason, cfgErr.Error())
 	}
 	if err != nil {
