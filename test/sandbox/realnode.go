@@ -41,6 +41,11 @@ type realNode struct {
 	lock                           *os.File
 	containerd, scheduler, kubelet *proc
 	stopVolumes                    context.CancelFunc
+	// shimSockets were in /run/containerd/s before containerd started: the
+	// shims' sockets there that are not are this node's, removed at Stop
+	// (a killed shim leaves its socket; the lock makes this node the only
+	// one of the sandbox's on the machine).
+	shimSockets map[string]bool
 	// sysctls the kubelet sets at its start (vm.overcommit_memory,
 	// kernel.panic, ...), as they were before it: restored once the node is
 	// up, since the host is shared.
@@ -141,6 +146,7 @@ func (s *Sandbox) startRealNode(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	n.shimSockets = listDir(shimSocketDir)
 	s.step("real node: containerd")
 	// The shim and runc are found on PATH.
 	path := "PATH=" + s.o.RealNode.ContainerdDir + ":" + filepath.Dir(p.runcBin) + ":" + os.Getenv("PATH")
@@ -257,6 +263,13 @@ func (s *Sandbox) stopRealNode() {
 		n.containerd.stop(10 * time.Second)
 	}
 	unmountUnder(n.paths.dir)
+	if n.shimSockets != nil {
+		for name := range listDir(shimSocketDir) {
+			if !n.shimSockets[name] {
+				_ = os.Remove(filepath.Join(shimSocketDir, name))
+			}
+		}
+	}
 	removeCgroups("kubepods")
 	_ = run("ip", "link", "del", BridgeName)
 	if n.lock != nil {
@@ -264,6 +277,18 @@ func (s *Sandbox) stopRealNode() {
 		n.lock.Close()
 	}
 	s.real = nil
+}
+
+// shimSocketDir is where containerd's shims listen, whatever its state dir.
+const shimSocketDir = "/run/containerd/s"
+
+func listDir(dir string) map[string]bool {
+	m := map[string]bool{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		m[e.Name()] = true
+	}
+	return m
 }
 
 func run(bin string, args ...string) error {
