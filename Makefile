@@ -66,6 +66,17 @@ kueue: ## Build or reuse Kueue's manager (v0.17.0) and its CRDs and webhook mani
 cosign: ## Build or reuse the cosign CLI in the cache (the signing tests verify with it).
 	@test/tools/cosign.sh >/dev/null
 
+.PHONY: node-assets
+node-assets: ## Build or reuse kubelet, kube-scheduler, containerd and the CNI plugins in the cache, and install runc: the sandbox's real node.
+	@test/tools/kube-node.sh >/dev/null
+	@test/tools/containerd.sh >/dev/null
+	@test/tools/cni.sh >/dev/null
+	@test/tools/runc.sh >/dev/null
+
+# The real node's binaries, for the sandbox (see test/sandbox/realnode.go).
+NODE_ENV = PACKLINE_KUBE_NODE_DIR="$$(test/tools/kube-node.sh)" PACKLINE_CONTAINERD_DIR="$$(test/tools/containerd.sh)" \
+	PACKLINE_CNI_DIR="$$(test/tools/cni.sh)" PACKLINE_RUNC_BIN="$$(test/tools/runc.sh)"
+
 ##@ Images
 
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
@@ -110,10 +121,20 @@ bench: k8s-assets registry flux cosign kueue ## Run the benchmarks; they print r
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" PACKLINE_KUEUE_DIR="$$(test/tools/kueue.sh)" \
 		go test -run '^$$' -bench . -benchtime 1x -timeout 60m ./...
 
+# NODE=real runs the pods in containers: kubelet, containerd, runc, CNI
+# (make node-assets); empty, on the process node.
+NODE ?=
+
 .PHONY: demo
-demo: build k8s-assets registry flux ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after.
+demo: build k8s-assets registry flux $(if $(filter real,$(NODE)),node-assets) ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after, NODE=real runs a real node.
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
-		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(DEMO_FLAGS)
+		$(if $(filter real,$(NODE)),$(NODE_ENV)) \
+		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(if $(NODE),--node=$(NODE)) $(DEMO_FLAGS)
+
+.PHONY: test-node
+test-node: k8s-assets registry flux node-assets ## Run the real-node tests (test/realnode): pods in containers under a kubelet, containerd and runc. Needs root.
+	PACKLINE_REAL_NODE=1 KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" $(NODE_ENV) \
+		go test $(GO_TEST_FLAGS) -count=1 -timeout 20m -v ./test/realnode
 
 .PHONY: e2e
 e2e: k8s-assets registry flux cosign ## Run only the end-to-end suite on the sandbox (also part of `make test`).

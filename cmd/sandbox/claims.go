@@ -21,7 +21,7 @@ import (
 // serves it, standing in for the platform team's template repo that the
 // ClaimTemplate sample names.
 func templateRepo(s *sandbox.Sandbox, root string) (url string, closeFn func(), err error) {
-	g, err := sandbox.ServeGitRepo(filepath.Join(s.Dir, "git"), "workloads", filepath.Join(root, "test", "fixtures", "templates"))
+	g, err := sandbox.ServeGitRepo(s.ServeIP(), filepath.Join(s.Dir, "git"), "workloads", filepath.Join(root, "test", "fixtures", "templates"))
 	if err != nil {
 		return "", nil, err
 	}

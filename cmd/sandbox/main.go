@@ -36,6 +36,7 @@ func main() {
 	flag.StringVar(&o.ManagerBin, "manager-bin", "", "Built cmd/manager (default: build it).")
 	flag.StringVar(&o.WorkerBin, "worker-bin", "", "Built cmd/worker (default: build it).")
 	flag.BoolVar(&kueue, "kueue", false, "Also run Kueue v0.17 (built by test/tools/kueue.sh, or PACKLINE_KUEUE_DIR), for Artifacts and Claims with spec.queueName.")
+	flag.StringVar(&o.Node, "node", "", `Where pods run: "" (the process node, host processes) or "real" (kubelet, containerd, runc and CNI from make node-assets; needs root).`)
 	flag.BoolVar(&once, "once", false, "Exit after the samples are Ready and pulled, instead of serving until interrupted.")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the samples to become Ready.")
 	flag.Parse()

@@ -189,3 +189,29 @@ func TestUnpullableWorkerImageIsReported(t *testing.T) {
 		g.Expect(ready.Message).To(ContainSubstring(image))
 	}).Should(Succeed())
 }
+
+// A Secret volume whose Secret does not exist: as the kubelet (the real
+// node's TestMissingPushSecretNamedFromFailedMount shows it), the process
+// node says so only in a FailedMount event, and the container waits as
+// ContainerCreating with no message.
+func TestProcessNodeMissingSecretVolume(t *testing.T) {
+	ns := newNamespace(t)
+	appConfig(t, ns)
+	j := shellJob(ns, "no-secret", shellImage, "true")
+	j.Spec.Template.Spec.Volumes = append(j.Spec.Template.Spec.Volumes, corev1.Volume{Name: "creds",
+		VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "absent"}}})
+	create(t, j)
+	waitFor(t, func(g Gomega) {
+		var events corev1.EventList
+		g.Expect(sb.Client.List(context.Background(), &events, client.InNamespace(ns))).To(Succeed())
+		var mounts []string
+		for _, e := range events.Items {
+			if e.Reason == "FailedMount" {
+				mounts = append(mounts, e.Message)
+			}
+		}
+		g.Expect(mounts).To(ContainElement(`MountVolume.SetUp failed for volume "creds" : secret "absent" not found`))
+		p := jobPod(g, ns, j.Name)
+		g.Expect(p.Status.ContainerStatuses).To(ConsistOf(HaveField("State.Waiting", Equal(&corev1.ContainerStateWaiting{Reason: "ContainerCreating"}))))
+	}).Should(Succeed())
+}

@@ -64,8 +64,12 @@ type Server struct {
 }
 
 // Start serves on a free loopback port until Close.
-func Start(repos map[string]Repo) (*Server, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func Start(repos map[string]Repo) (*Server, error) { return StartOn("127.0.0.1", repos) }
+
+// StartOn serves on a free port of the address ip until Close (the
+// sandbox's real node has its pods reach the fixture on a bridge address).
+func StartOn(ip string, repos map[string]Repo) (*Server, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, err
 	}

@@ -48,12 +48,17 @@ var kubeControllers = []string{
 // controlPlane is etcd, kube-apiserver and kube-controller-manager.
 type controlPlane struct {
 	dir, assets string
-	log         io.Writer
-	ca          *ca
-	etcd        *proc
-	apiserver   *proc
-	kcm         *proc
-	host        string // https://127.0.0.1:port
+	// realNode adds the PersistentVolume controllers (on the real node a
+	// PVC is bound to a PersistentVolume, see volumes.go) and the node
+	// lifecycle controller, which lifts the not-ready taint a kubelet
+	// registers its Node with.
+	realNode  bool
+	log       io.Writer
+	ca        *ca
+	etcd      *proc
+	apiserver *proc
+	kcm       *proc
+	host      string // https://127.0.0.1:port
 	// webhookClient is the certificate the API server presents to
 	// admission webhooks, and its CA (the manager's --webhook-client-ca).
 	webhookClient webhookclient.Files
@@ -181,7 +186,11 @@ func (c *controlPlane) startControllerManager() error {
 		return err
 	}
 	ctrls := ""
-	for i, n := range kubeControllers {
+	names := kubeControllers
+	if c.realNode {
+		names = append(append([]string{}, names...), "persistentvolume-binder-controller", "persistentvolume-protection-controller", "node-lifecycle-controller")
+	}
+	for i, n := range names {
 		if i > 0 {
 			ctrls += ","
 		}

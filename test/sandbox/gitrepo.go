@@ -29,8 +29,9 @@ type GitRepo struct {
 }
 
 // ServeGitRepo commits tree (a folder) into a repository under dir and
-// serves it on loopback as <URL>/<name>.git.
-func ServeGitRepo(dir, name, tree string) (*GitRepo, error) {
+// serves it on address ip (loopback, or the real node's bridge gateway:
+// Sandbox.ServeIP) as <URL>/<name>.git.
+func ServeGitRepo(ip, dir, name, tree string) (*GitRepo, error) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("git http-backend serves the template repository: %w", err)
@@ -62,7 +63,7 @@ func ServeGitRepo(dir, name, tree string) (*GitRepo, error) {
 	if err := os.MkdirAll(home, 0o755); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return nil, err
 	}

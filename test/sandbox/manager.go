@@ -27,7 +27,7 @@ func (s *Sandbox) StartManager(extra ...string) error {
 		return err
 	}
 	args := append([]string{
-		"--worker-image=" + WorkerImage,
+		"--worker-image=" + s.workerImage,
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
 	}, s.webhookArgs()...)
@@ -89,7 +89,7 @@ func (s *Sandbox) StartInstance(name string, extra ...string) (*Instance, error)
 		return nil, err
 	}
 	args := []string{
-		"--worker-image=" + WorkerImage, "--metrics-bind-address=0", "--enable-webhooks=false",
+		"--worker-image=" + s.workerImage, "--metrics-bind-address=0", "--enable-webhooks=false",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe), "--instance=" + name,
 	}
 	args = append(args, s.verifyArgs()...)

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,7 +34,10 @@ type RegistryOptions struct {
 	Bin string
 	// Users turns on htpasswd basic auth with these user → password pairs.
 	Users map[string]string
-	Log   io.Writer
+	// IP is the address to listen on; 127.0.0.1 when empty (the real node's
+	// pods reach the registry on the bridge's gateway address instead).
+	IP  string
+	Log io.Writer
 }
 
 // StartRegistry runs a registry with o on a free port.
@@ -48,7 +52,11 @@ func StartRegistry(o RegistryOptions) (*Registry, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Host = "127.0.0.1:" + strconv.Itoa(port)
+		ip := o.IP
+		if ip == "" {
+			ip = "127.0.0.1"
+		}
+		r.Host = net.JoinHostPort(ip, strconv.Itoa(port))
 		if r.config, err = registryconf.Write(o.Dir, filepath.Join(o.Dir, "storage"), r.Host, "sandbox", o.Users); err != nil {
 			return nil, err
 		}

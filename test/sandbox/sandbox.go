@@ -70,6 +70,15 @@ type Options struct {
 	KueueDir string
 	// Images are extra images the process node runs, besides the worker.
 	Images map[string]procnode.Image
+	// Node is "" (the process node) or NodeReal: a kubelet, containerd with
+	// runc, CNI and kube-scheduler from RealNode, with the registry and the
+	// fixtures on the pod bridge's gateway address (see realnode.go).
+	Node string
+	// RealNode are the real node's binaries (Defaults fills them in).
+	RealNode RealNodeAssets
+	// WorkerImage is a worker image already in the registry for the real
+	// node; empty, the sandbox builds it as `make images` does and pushes it.
+	WorkerImage string
 	// Progress receives one line per step; component logs go to Dir/logs.
 	Progress io.Writer
 }
@@ -100,6 +109,11 @@ type Sandbox struct {
 	webhookPort    int
 	webhookCertDir string
 	mirrorCancel   context.CancelFunc
+
+	// The real node (Options.Node == NodeReal) and the worker image the
+	// manager runs.
+	real        *realNode
+	workerImage string
 }
 
 // Start brings the stack up; on error everything started is stopped again.
@@ -114,7 +128,10 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 			}
 		}
 	}
-	s = &Sandbox{o: o, Dir: o.Dir}
+	s = &Sandbox{o: o, Dir: o.Dir, workerImage: WorkerImage}
+	if o.WorkerImage != "" {
+		s.workerImage = o.WorkerImage
+	}
 	if s.Dir == "" {
 		if s.Dir, err = os.MkdirTemp("", "packline-sandbox-"); err != nil {
 			return nil, err
@@ -138,18 +155,28 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 	if err := s.install(ctx); err != nil {
 		return nil, err
 	}
+	if o.Node == NodeReal {
+		if err := s.prepareRealNode(); err != nil {
+			return nil, err
+		}
+	}
 	s.step("registry")
 	regLog, err := openLog(filepath.Join(s.logs, "registry.log"))
 	if err != nil {
 		return nil, err
 	}
-	if s.Registry, err = StartRegistry(RegistryOptions{Dir: filepath.Join(s.Dir, "registry"), Bin: o.RegistryBin, Log: regLog}); err != nil {
+	if s.Registry, err = StartRegistry(RegistryOptions{Dir: filepath.Join(s.Dir, "registry"), Bin: o.RegistryBin, Log: regLog, IP: s.ServeIP()}); err != nil {
 		return nil, err
 	}
-	if s.HF, err = hfserver.Start(map[string]hfserver.Repo{"packline/tiny-model": hfserver.TinyModel()}); err != nil {
+	if s.HF, err = hfserver.StartOn(s.ServeIP(), map[string]hfserver.Repo{"packline/tiny-model": hfserver.TinyModel()}); err != nil {
 		return nil, err
 	}
-	if err := s.startNode(); err != nil {
+	if o.Node == NodeReal {
+		err = s.startRealNode(ctx)
+	} else {
+		err = s.startNode()
+	}
+	if err != nil {
 		return nil, err
 	}
 	if o.KueueDir != "" {
@@ -183,7 +210,7 @@ func (s *Sandbox) startControlPlane() error {
 	if err != nil {
 		return err
 	}
-	s.cp = &controlPlane{dir: s.Dir, assets: s.o.Assets, log: log, ca: authority}
+	s.cp = &controlPlane{dir: s.Dir, assets: s.o.Assets, log: log, ca: authority, realNode: s.o.Node == NodeReal}
 	s.step("etcd")
 	etcdURL, err := s.cp.startEtcd()
 	if err != nil {
@@ -334,6 +361,7 @@ func (s *Sandbox) Stop() {
 		s.nodeCancel()
 		<-s.nodeDone
 	}
+	s.stopRealNode()
 	if s.HF != nil {
 		_ = s.HF.Close()
 	}
@@ -347,6 +375,27 @@ func (s *Sandbox) Stop() {
 		_ = os.RemoveAll(s.Dir)
 	}
 }
+
+// ServeIP is the address the sandbox's servers (registry, fixture hub, Git)
+// listen on: loopback for the process node, whose pods are host processes;
+// the bridge's gateway for the real node, whose pods reach only the bridge.
+func (s *Sandbox) ServeIP() string {
+	if s.o.Node == NodeReal {
+		return BridgeGateway
+	}
+	return "127.0.0.1"
+}
+
+// NodeName is the node that runs the pods.
+func (s *Sandbox) NodeName() string {
+	if s.o.Node == NodeReal {
+		return RealNodeName
+	}
+	return "process-node"
+}
+
+// WorkerImage is the image the manager runs workers with.
+func (s *Sandbox) WorkerImage() string { return s.workerImage }
 
 // Logs is the folder of component logs.
 func (s *Sandbox) Logs() string { return s.logs }

@@ -60,6 +60,11 @@ func Defaults(o *Options, binDir string) error {
 			}
 		}
 	}
+	if o.Node == NodeReal {
+		if err := realNodeDefaults(o); err != nil {
+			return err
+		}
+	}
 	if o.ManagerBin == "" || o.WorkerBin == "" {
 		if err := Build(o.RepoRoot, binDir); err != nil {
 			return err
@@ -91,4 +96,33 @@ func script(root, name string) (string, error) {
 		return "", fmt.Errorf("test/tools/%s: %w", name, err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// realNodeDefaults fills in the real node's binaries from the environment
+// (PACKLINE_KUBE_NODE_DIR, PACKLINE_CONTAINERD_DIR, PACKLINE_CNI_DIR,
+// PACKLINE_RUNC_BIN, as `make test-node` sets them) or the cached builds of
+// test/tools.
+func realNodeDefaults(o *Options) error {
+	a := &o.RealNode
+	for _, f := range []struct {
+		field       *string
+		env, script string
+	}{
+		{&a.KubeDir, "PACKLINE_KUBE_NODE_DIR", "kube-node.sh"},
+		{&a.ContainerdDir, "PACKLINE_CONTAINERD_DIR", "containerd.sh"},
+		{&a.CNIDir, "PACKLINE_CNI_DIR", "cni.sh"},
+		{&a.Runc, "PACKLINE_RUNC_BIN", "runc.sh"},
+	} {
+		if *f.field != "" {
+			continue
+		}
+		if *f.field = os.Getenv(f.env); *f.field != "" {
+			continue
+		}
+		var err error
+		if *f.field, err = script(o.RepoRoot, f.script); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -19,12 +19,13 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 )
 
-// imageVolume stands in for the kubelet's image volume (volumes[].image):
-// it pulls the referenced OCI artifact (a ModelKit or ModelPack, the way
-// model-spec means models to be mounted) and unpacks every layer, in order,
-// into dir, so a pod sees the files its server would. Registries on
-// loopback are spoken to over plain HTTP, as the sandbox's are. Entries
-// that would leave dir are refused.
+// imageVolume stands in for the kubelet's image volume (volumes[].image)
+// as containerd 2.2 serves it: it pulls the referenced image and unpacks
+// its image layers, in order, into dir. Like containerd, it unpacks nothing
+// of a manifest whose config is not an image config (a ModelKit or a
+// ModelPack): the volume is then an empty folder and the pod still runs
+// (mountableLayers). Registries on loopback are spoken to over plain HTTP,
+// as the sandbox's are. Entries that would leave dir are refused.
 func imageVolume(ctx context.Context, reference, dir string) error {
 	repo, err := remote.NewRepository(reference)
 	if err != nil {
@@ -54,13 +55,43 @@ func imageVolume(ctx context.Context, reference, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, l := range m.Layers {
+	for _, l := range mountableLayers(m) {
 		if err := unpackLayer(ctx, repo, l, dir); err != nil {
 			return fmt.Errorf("%s layer %s: %w", reference, l.Digest, err)
 		}
 	}
 	return nil
 }
+
+// mountableLayers are the layers containerd 2.2 unpacks into an image
+// volume: none unless the config is an image config (it logs "reference
+// for unknown type: <config media type>", reads no layer byte, and mounts
+// an empty folder; containerd issues #11381 and #11907, and
+// TestImageVolumeOfModelKitMountsEmpty on the real node), and then only
+// the image layer media types (images.IsLayerType), not an artifact's own.
+func mountableLayers(m ocispec.Manifest) []ocispec.Descriptor {
+	switch m.Config.MediaType {
+	case ocispec.MediaTypeImageConfig, dockerImageConfig:
+	default:
+		return nil
+	}
+	var out []ocispec.Descriptor
+	for _, l := range m.Layers {
+		switch l.MediaType {
+		case ocispec.MediaTypeImageLayer, ocispec.MediaTypeImageLayerGzip, ocispec.MediaTypeImageLayerZstd,
+			dockerLayerGzip, dockerLayerForeignGzip:
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Docker's schema 2 media types, which containerd mounts as well.
+const (
+	dockerImageConfig      = "application/vnd.docker.container.image.v1+json"
+	dockerLayerGzip        = "application/vnd.docker.image.rootfs.diff.tar.gzip"
+	dockerLayerForeignGzip = "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip"
+)
 
 func unpackLayer(ctx context.Context, repo *remote.Repository, l ocispec.Descriptor, dir string) error {
 	rc, err := repo.Blobs().Fetch(ctx, l)

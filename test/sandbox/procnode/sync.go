@@ -97,9 +97,9 @@ func (n *Node) start(ctx context.Context, pod *corev1.Pod) error {
 		return n.waitMount(ctx, pod, mntErr)
 	}
 	if errors.As(err, &cfgErr) {
-		n.recorder.Event(pod, corev1.EventTypeWarning, "Failed", "Error: "+cfgErr.Error())
 		n.logf("pod %s/%s waits: %s: %v", pod.Namespace, pod.Name, cfgErr.reason, cfgErr)
 		n.queue.AddAfter(cache.MetaObjectToName(pod).String(), configRetry)
+		n.recorder.Event(pod, corev1.EventTypeWarning, "Failed", "Error: "+cfgErr.Error())
 		return n.waiting(ctx, pod, cfgErr.reason, cfgErr.Error())
 	}
 	if err != nil {
