@@ -135,7 +135,7 @@ func (c *Checker) Check(ctx context.Context, r Requester, rights []Right) error 
 	d := &Denied{Requester: r.Username}
 	for i, right := range rights {
 		if !allowed[i] {
-			d.Missing = append(d.Missing, fmt.Sprintf("%s: %s needs %s", right.Field, right.Why, describe(right.Attr)))
+			d.Missing = append(d.Missing, fmt.Sprintf("%s: %s needs %s", right.Field, right.Why, Describe(right.Attr)))
 		}
 	}
 	if len(d.Missing) > 0 {
@@ -144,8 +144,8 @@ func (c *Checker) Check(ctx context.Context, r Requester, rights []Right) error 
 	return nil
 }
 
-// describe spells a right the way an admin writes it in a Role.
-func describe(a authorizationv1.ResourceAttributes) string {
+// Describe spells a right the way an admin writes it in a Role.
+func Describe(a authorizationv1.ResourceAttributes) string {
 	res := a.Resource
 	if a.Group != "" {
 		res += "." + a.Group

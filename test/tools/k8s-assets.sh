@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Puts kube-apiserver, kube-controller-manager and etcd into a cache folder
-# outside the clone, keyed by version, and prints that folder on stdout.
+# Puts kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
+# etcd into a cache folder outside the clone, keyed by version, and prints
+# that folder on stdout. The four Kubernetes binaries come from one go build,
+# so the packages they share compile once (kube-scheduler and kubelet are the
+# sandbox's real node; see kube-node.sh).
 #
 # Why a cache outside the clone: CI runs on a fresh clone of the same machine,
 # so a cache inside the repo would be rebuilt (8+ minutes) on every run.
@@ -18,8 +21,15 @@ DIR=${PACKLINE_K8S_ASSETS:-$CACHE_ROOT/k8s-v$K8S_VERSION}
 
 log() { echo "k8s-assets: $*" >&2; }
 
+KUBE_BINS="kube-apiserver kube-controller-manager kube-scheduler kubelet"
+
+have_kube() {
+  local b
+  for b in $KUBE_BINS; do [ -x "$DIR/$b" ] || return 1; done
+}
+
 have_all() {
-  [ -x "$DIR/kube-apiserver" ] && [ -x "$DIR/kube-controller-manager" ] && [ -x "$DIR/etcd" ]
+  have_kube && [ -x "$DIR/etcd" ]
 }
 
 if have_all; then
@@ -44,7 +54,7 @@ try_setup_envtest() {
 }
 
 build_kube() {
-  log "building kube-apiserver and kube-controller-manager v$K8S_VERSION (about 8 minutes cold on 2 cores)"
+  log "building kube-apiserver, kube-controller-manager, kube-scheduler and kubelet v$K8S_VERSION (about 10 minutes cold on 2 cores)"
   local m="$WORK/kube"
   mkdir -p "$m"
   cd "$m"
@@ -67,15 +77,18 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
   go mod tidy >/dev/null 2>"$WORK/tidy.log" || { cat "$WORK/tidy.log" >&2; return 1; }
   local v="k8s.io/component-base/version"
   local minor=${K8S_VERSION#1.}; minor=${minor%%.*}
   local ld="-s -w -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
-  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$WORK/bin/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
-  cp "$WORK/bin/kube-apiserver" "$WORK/bin/kube-controller-manager" "$DIR/"
+  local pkgs=() b
+  for b in $KUBE_BINS; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$WORK/bin/" "${pkgs[@]}"
+  for b in $KUBE_BINS; do cp "$WORK/bin/$b" "$DIR/"; done
   log "kube binaries cached in $DIR"
 }
 
@@ -105,9 +118,8 @@ GO
 if [ ! -x "$DIR/kube-apiserver" ] && [ -z "${PACKLINE_SKIP_ENVTEST_DOWNLOAD:-}" ]; then
   try_setup_envtest || true
 fi
-if [ ! -x "$DIR/kube-apiserver" ] || [ ! -x "$DIR/kube-controller-manager" ]; then
-  (build_kube)
-fi
+# setup-envtest gives kube-apiserver and etcd only: build the rest.
+have_kube || (build_kube)
 [ -x "$DIR/etcd" ] || (build_etcd)
 have_all || { log "assets incomplete in $DIR"; exit 1; }
 echo "$DIR"

@@ -109,7 +109,7 @@ func (a *access) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate, c *v1al
 			continue
 		}
 		if !ssar.Status.Allowed {
-			v.Why = append(v.Why, fmt.Sprintf("%s: %s needs %s", r.Field, r.Why, describeAttr(attr)))
+			v.Why = append(v.Why, fmt.Sprintf("%s: %s needs %s", r.Field, r.Why, entitlement.Describe(attr)))
 		}
 	}
 	v.Claimable = len(v.Why) == 0
@@ -121,22 +121,6 @@ func reason(err error) string {
 		return "forbidden (ask for get on namespaces, or for a RoleBinding that grants it)"
 	}
 	return err.Error()
-}
-
-// describeAttr spells a right as entitlement's denials do.
-func describeAttr(a authorizationv1.ResourceAttributes) string {
-	res := a.Resource
-	if a.Group != "" {
-		res += "." + a.Group
-	}
-	s := fmt.Sprintf("%q on %s", a.Verb, res)
-	if a.Name != "" {
-		s += fmt.Sprintf(" named %q", a.Name)
-	}
-	if a.Namespace != "" {
-		s += " in namespace " + a.Namespace
-	}
-	return s
 }
 
 func joinWhy(why []string) string { return strings.Join(why, "; ") }
