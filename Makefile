@@ -36,10 +36,20 @@ manifests: $(CONTROLLER_GEN) ## Write CRDs and RBAC from the API markers.
 generate: $(CONTROLLER_GEN) ## Write deepcopy code.
 	$(CONTROLLER_GEN) object paths=./api/...
 
+# crd-ref-docs writes docs/reference/api.md from the types; docsgen writes
+# the reasons and flags tables from the code (test/docs).
+API_DOCS_CONFIG := test/tools/crd-ref-docs.yaml
+
+.PHONY: docs
+docs: ## Write the generated reference: docs/reference/api.md (crd-ref-docs), reasons.md and flags.md (test/tools/docsgen).
+	"$$(test/tools/crd-ref-docs.sh)" --log-level=WARN --source-path=./api/v1alpha1 --config=$(API_DOCS_CONFIG) \
+		--renderer=markdown --output-path=docs/reference/api.md
+	go run ./test/tools/docsgen
+
 .PHONY: verify-generated
-verify-generated: manifests generate ## Fail when generated files differ from what is committed.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run 'make manifests generate' and commit"; exit 1; }
-	@untracked=$$(git ls-files --others --exclude-standard -- api config); \
+verify-generated: manifests generate docs ## Fail when generated files differ from what is committed.
+	@git diff --exit-code -- api config docs/reference || { echo "generated files are stale: run 'make manifests generate docs' and commit"; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- api config docs/reference); \
 		if [ -n "$$untracked" ]; then echo "generated files are not committed:"; echo "$$untracked"; exit 1; fi
 
 .PHONY: build
