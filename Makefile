@@ -41,7 +41,7 @@ generate: $(CONTROLLER_GEN) ## Write deepcopy code.
 API_DOCS_CONFIG := test/tools/crd-ref-docs.yaml
 
 .PHONY: docs
-docs: ## Write the generated reference: docs/reference/api.md (crd-ref-docs), reasons.md and flags.md (test/tools/docsgen).
+docs: ## Write the generated reference: docs/reference/api.md (crd-ref-docs); reasons, labels, metrics and flags tables (test/tools/docsgen).
 	"$$(test/tools/crd-ref-docs.sh)" --log-level=WARN --source-path=./api/v1alpha1 --config=$(API_DOCS_CONFIG) \
 		--renderer=markdown --output-path=docs/reference/api.md
 	go run ./test/tools/docsgen

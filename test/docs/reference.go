@@ -22,21 +22,29 @@ const (
 	FlagsFile   = "docs/reference/flags.md"
 )
 
-// Reason is one reason constant a controller sets in a condition.
-type Reason struct {
+// Const is one string constant of the code: a reason, a label, an
+// annotation.
+type Const struct {
 	Value   string // what users see, e.g. "WorkspaceConflict"
 	Const   string // the Go name, e.g. "ReasonWorkspaceConflict"
 	Package string // e.g. "controllers/pipeline"
 	Doc     string // its comment, else its const group's, on one line
 }
 
-// ControllerReasons parses the non-test Go files under root/controllers and
-// returns every string constant whose name starts with Reason, sorted by
-// value then package.
+// Reason is one reason constant a controller sets in a condition.
+type Reason = Const
+
+// ControllerReasons returns every string constant under root/controllers
+// whose name starts with Reason, sorted by value then package.
 func ControllerReasons(root string) ([]Reason, error) {
-	var reasons []Reason
+	return Consts(root, []string{"controllers"}, func(name string) bool { return strings.HasPrefix(name, "Reason") })
+}
+
+// walkGo parses every non-test Go file under root/dir and calls fn with it
+// and its package folder relative to root.
+func walkGo(root, dir string, fn func(f *ast.File, pkg string) error) error {
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(filepath.Join(root, "controllers"), func(p string, d fs.DirEntry, err error) error {
+	return filepath.WalkDir(filepath.Join(root, dir), func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return err
 		}
@@ -48,41 +56,56 @@ func ControllerReasons(root string) ([]Reason, error) {
 		if err != nil {
 			return err
 		}
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, name := range vs.Names {
-					if !strings.HasPrefix(name.Name, "Reason") || i >= len(vs.Values) {
-						continue
+		return fn(f, filepath.ToSlash(rel))
+	})
+}
+
+// Consts parses the non-test Go files under the given folders of root and
+// returns every string constant whose name matches, sorted by value then
+// package.
+func Consts(root string, dirs []string, match func(name string) bool) ([]Const, error) {
+	var consts []Const
+	for _, dir := range dirs {
+		err := walkGo(root, dir, func(f *ast.File, pkg string) error {
+			for _, decl := range f.Decls {
+				gd, ok := decl.(*ast.GenDecl)
+				if !ok || gd.Tok != token.CONST {
+					continue
+				}
+				for _, spec := range gd.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !match(name.Name) || i >= len(vs.Values) {
+							continue
+						}
+						lit, ok := vs.Values[i].(*ast.BasicLit)
+						if !ok || lit.Kind != token.STRING {
+							continue
+						}
+						value, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							return err
+						}
+						consts = append(consts, Const{
+							Value: value, Const: name.Name, Package: pkg,
+							Doc: docOf(name.Name, vs, gd),
+						})
 					}
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok || lit.Kind != token.STRING {
-						continue
-					}
-					value, err := strconv.Unquote(lit.Value)
-					if err != nil {
-						return err
-					}
-					reasons = append(reasons, Reason{
-						Value: value, Const: name.Name, Package: filepath.ToSlash(rel),
-						Doc: docOf(name.Name, vs, gd),
-					})
 				}
 			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
-		return nil
-	})
-	sort.Slice(reasons, func(i, j int) bool {
-		if reasons[i].Value != reasons[j].Value {
-			return reasons[i].Value < reasons[j].Value
+	}
+	sort.Slice(consts, func(i, j int) bool {
+		if consts[i].Value != consts[j].Value {
+			return consts[i].Value < consts[j].Value
 		}
-		return reasons[i].Package < reasons[j].Package
+		return consts[i].Package < consts[j].Package
 	})
-	return reasons, err
+	return consts, nil
 }
 
 // docOf is a constant's own comment without its leading name, else the
@@ -210,4 +233,149 @@ func FlagsMarkdown(usage string) string {
 		fmt.Fprintf(&b, "| `--%s` | %s | %s | %s |\n", f.Name, f.Type, cell(def), cell(f.Usage))
 	}
 	return b.String()
+}
+
+// More generated reference pages, relative to the repository root.
+const (
+	LabelsFile  = "docs/reference/labels-annotations.md"
+	MetricsFile = "docs/reference/metrics.md"
+)
+
+func isLabelOrAnnotation(name string) bool {
+	return strings.HasPrefix(name, "Annotation") || strings.HasPrefix(name, "Label") || strings.HasSuffix(name, "Label")
+}
+
+// LabelsMarkdown is docs/reference/labels-annotations.md: the label and
+// annotation constants on Kubernetes objects (api/v1alpha1, controllers) and
+// on the pushed OCI manifests and layers (jobs).
+func LabelsMarkdown(root string) (string, error) {
+	kube, err := Consts(root, []string{"api/v1alpha1", "controllers"}, isLabelOrAnnotation)
+	if err != nil {
+		return "", err
+	}
+	oci, err := Consts(root, []string{"jobs"}, func(name string) bool { return strings.HasPrefix(name, "Annotation") })
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("# Labels and annotations\n\n" + generatedBy)
+	b.WriteString("From the `Label…`, `…Label` and `Annotation…` constants of the code.\n\n")
+	b.WriteString("## On Kubernetes objects\n\nOn Artifacts and Claims, and on the Jobs, pods and PVCs the manager makes for them.\n\n")
+	constTable(&b, kube)
+	b.WriteString("\n## On pushed OCI manifests and layers\n\nWhat the worker writes; formats in [Model artifacts: formats and fidelity](artifact-formats.md).\n\n")
+	constTable(&b, oci)
+	return b.String(), nil
+}
+
+func constTable(b *strings.Builder, consts []Const) {
+	b.WriteString("| key | package | meaning |\n|---|---|---|\n")
+	for _, c := range consts {
+		fmt.Fprintf(b, "| `%s` | `%s` | %s |\n", c.Value, c.Package, cell(c.Doc))
+	}
+}
+
+// Metric is one Prometheus metric the manager registers.
+type Metric struct {
+	Name, Type, Help, Package string
+	Labels                    []string
+}
+
+// Metrics finds the prometheus.New… calls under root/controllers and
+// root/cmd whose options carry a literal Name, sorted by name.
+func Metrics(root string) ([]Metric, error) {
+	var metrics []Metric
+	for _, dir := range []string{"controllers", "cmd"} {
+		err := walkGo(root, dir, func(f *ast.File, pkg string) error {
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok || !strings.HasPrefix(sel.Sel.Name, "New") || len(call.Args) == 0 {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); !ok || x.Name != "prometheus" {
+					return true
+				}
+				opts, ok := call.Args[0].(*ast.CompositeLit)
+				if !ok {
+					return true
+				}
+				m := Metric{Type: metricType(sel.Sel.Name), Package: pkg}
+				for _, e := range opts.Elts {
+					kv, ok := e.(*ast.KeyValueExpr)
+					if !ok {
+						continue
+					}
+					key, _ := kv.Key.(*ast.Ident)
+					if key == nil {
+						continue
+					}
+					switch key.Name {
+					case "Name":
+						m.Name = stringLit(kv.Value)
+					case "Help":
+						m.Help = stringLit(kv.Value)
+					}
+				}
+				if len(call.Args) > 1 {
+					if labels, ok := call.Args[1].(*ast.CompositeLit); ok {
+						for _, l := range labels.Elts {
+							m.Labels = append(m.Labels, stringLit(l))
+						}
+					}
+				}
+				if m.Name != "" {
+					metrics = append(metrics, m)
+				}
+				return true
+			})
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(metrics, func(i, j int) bool { return metrics[i].Name < metrics[j].Name })
+	return metrics, nil
+}
+
+// metricType turns NewCounterVec into counter.
+func metricType(constructor string) string {
+	t := strings.TrimSuffix(strings.TrimPrefix(constructor, "New"), "Vec")
+	return strings.ToLower(t)
+}
+
+func stringLit(e ast.Expr) string {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return ""
+	}
+	s, err := strconv.Unquote(lit.Value)
+	if err != nil {
+		return ""
+	}
+	return s
+}
+
+// MetricsMarkdown is docs/reference/metrics.md.
+func MetricsMarkdown(root string) (string, error) {
+	metrics, err := Metrics(root)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("# Metrics\n\n" + generatedBy)
+	b.WriteString("packline's own metrics, besides controller-runtime's. How they are served (HTTPS, for callers\n" +
+		"authorized for `get` on `/metrics`): [Install into a cluster](../operations/install.md).\n\n")
+	b.WriteString("| metric | type | labels | package | help |\n|---|---|---|---|---|\n")
+	for _, m := range metrics {
+		labels := ""
+		if len(m.Labels) > 0 {
+			labels = "`" + strings.Join(m.Labels, "`, `") + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` | %s |\n", m.Name, m.Type, labels, m.Package, cell(m.Help))
+	}
+	return b.String(), nil
 }

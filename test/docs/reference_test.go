@@ -9,20 +9,48 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestReasonsPageIsCurrent: docs/reference/reasons.md is what the code
-// generates today, so a new reason or hint fails here until `make docs`.
-func TestReasonsPageIsCurrent(t *testing.T) {
-	want, err := ReasonsMarkdown(root)
+// TestGeneratedPagesAreCurrent: the reasons, labels and metrics pages are
+// what the code generates today, so a new reason, hint, label or metric
+// fails here until `make docs` (flags.md needs the manager built: make
+// verify-generated checks it).
+func TestGeneratedPagesAreCurrent(t *testing.T) {
+	for file, gen := range map[string]func(string) (string, error){
+		ReasonsFile: ReasonsMarkdown,
+		LabelsFile:  LabelsMarkdown,
+		MetricsFile: MetricsMarkdown,
+	} {
+		want, err := gen(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := cmp.Diff(want, string(got)); d != "" {
+			t.Errorf("%s is stale: run `make docs` and commit (-generated +committed):\n%s", file, d)
+		}
+	}
+}
+
+// TestMetrics: a metric's name, type, labels and help are read from its
+// prometheus.New… call.
+func TestMetrics(t *testing.T) {
+	metrics, err := Metrics(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(root, ReasonsFile))
-	if err != nil {
-		t.Fatal(err)
+	for _, m := range metrics {
+		if m.Name == "packline_run_duration_seconds" {
+			want := Metric{Name: m.Name, Type: "histogram", Help: "Time from a run's first attempt to its end, by kind and result.",
+				Package: "controllers/pipeline", Labels: []string{"kind", "result"}}
+			if d := cmp.Diff(want, m); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+			return
+		}
 	}
-	if d := cmp.Diff(want, string(got)); d != "" {
-		t.Errorf("%s is stale: run `make docs` and commit (-generated +committed):\n%s", ReasonsFile, d)
-	}
+	t.Errorf("packline_run_duration_seconds not found in %v", metrics)
 }
 
 // TestControllerReasons: constants from several packages are found, with

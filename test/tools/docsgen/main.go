@@ -1,6 +1,7 @@
 // Command docsgen writes the reference pages generated from the code:
 // docs/reference/reasons.md (workerv1.Reasons and the controllers' reason
-// constants) and docs/reference/flags.md (the manager's -help). Run from the
+// constants), labels-annotations.md and metrics.md (constants and
+// prometheus.New… calls) and flags.md (the manager's -help). Run from the
 // repository root; make docs runs it, make verify-generated checks the
 // result is committed.
 package main
@@ -27,6 +28,20 @@ func run() error {
 		return err
 	}
 	if err := os.WriteFile(docs.ReasonsFile, []byte(reasons), 0o644); err != nil {
+		return err
+	}
+	labels, err := docs.LabelsMarkdown(".")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(docs.LabelsFile, []byte(labels), 0o644); err != nil {
+		return err
+	}
+	metrics, err := docs.MetricsMarkdown(".")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(docs.MetricsFile, []byte(metrics), 0o644); err != nil {
 		return err
 	}
 	usage, err := managerUsage()
