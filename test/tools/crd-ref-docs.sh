@@ -7,7 +7,7 @@ CRD_REF_DOCS_VERSION=${CRD_REF_DOCS_VERSION:-v0.3.0}
 CACHE_ROOT=${PACKLINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/packline}
 BIN=$CACHE_ROOT/crd-ref-docs-$CRD_REF_DOCS_VERSION/crd-ref-docs
 if [ ! -x "$BIN" ]; then
-  echo "crd-ref-docs: building $CRD_REF_DOCS_VERSION (under a minute cold on 2 cores)" >&2
+  echo "crd-ref-docs: building $CRD_REF_DOCS_VERSION (about 1.5 minutes cold on a loaded 2-core machine)" >&2
   mkdir -p "$(dirname "$BIN")"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
