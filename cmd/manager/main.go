@@ -53,7 +53,7 @@ func main() {
 	flag.StringVar(&cfg.TemplateNamespace, "template-namespace", cfg.TemplateNamespace, "Namespace of private ClaimTemplates' Secrets, where their Claims render (default: $POD_NAMESPACE, else packline-system).")
 	flag.StringVar(&cfg.Instance, "instance", "", "Name of this manager among several on one cluster: it drives only Artifacts and Claims labelled packline.dev/instance=<name>; unset, it drives those without the label.")
 	flag.BoolVar(&cfg.TemplateCheck, "template-check", cfg.TemplateCheck, "Render every valid ClaimTemplate once per generation (a check Job in --template-namespace, pushing nothing) and report its commit and kinds, or why it fails, in its Ready condition.")
-	flag.StringVar(&cfg.JobManagedBy, "job-managed-by", "", "spec.managedBy of Jobs with spec.queueName, e.g. kueue.x-k8s.io/multikueue to run them on a worker cluster (see the README's MultiKueue section).")
+	flag.StringVar(&cfg.JobManagedBy, "job-managed-by", "", "spec.managedBy of Jobs with spec.queueName, e.g. kueue.x-k8s.io/multikueue to run them on a worker cluster (see docs/how-to/worker-clusters-multikueue.md).")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443; 0 (the default) disables it.")
 	metricsSecure := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, only to callers whose token the API server authenticates and authorizes for get on /metrics (bind the packline-metrics-reader ClusterRole); false serves plain HTTP to anyone.")

@@ -103,7 +103,7 @@ func (o *webhookOptions) complete() error {
 	}
 	if o.ClientCA == "" && !o.InsecureSkipClientVerify {
 		return errors.New("--webhook-client-ca is not set: the webhook server must take only the API server's client certificate, or anyone who reaches it can get a requester seal for any user. " +
-			"Give the API server a webhook client certificate (the README's AdmissionConfiguration) and its CA in --webhook-client-ca, or set --webhook-insecure-skip-client-verify where no tenant can reach the webhook port")
+			"Give the API server a webhook client certificate (the AdmissionConfiguration in docs/operations/install.md) and its CA in --webhook-client-ca, or set --webhook-insecure-skip-client-verify where no tenant can reach the webhook port")
 	}
 	switch o.Provisioning {
 	case certsExternal:

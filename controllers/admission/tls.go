@@ -15,7 +15,7 @@ import (
 type ClientAuth struct {
 	// CAFile holds the CA (PEM, one or more certificates) that issued the
 	// API server's webhook client certificate (the kubeconfig its
-	// AdmissionConfiguration names; see the README). It is read again when
+	// AdmissionConfiguration names; see docs/operations/install.md). It is read again when
 	// it changes, as a ConfigMap volume does.
 	CAFile string
 	// Names, when set, are the subject common names or DNS names one of

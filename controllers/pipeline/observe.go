@@ -68,7 +68,7 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 	if c := jobCondition(job, batchv1.JobComplete); c != nil {
 		if pod == nil && dispatched(job) {
 			return Observation{State: StateFailed, Reason: ReasonResultNotMirrored, Permanent: true,
-				Message: fmt.Sprintf("Job completed on a worker cluster (spec.managedBy %s), but its pod, whose termination message carries the digest, is not mirrored to this cluster: see the README's MultiKueue section", *job.Spec.ManagedBy)}
+				Message: fmt.Sprintf("Job completed on a worker cluster (spec.managedBy %s), but its pod, whose termination message carries the digest, is not mirrored to this cluster: see docs/how-to/worker-clusters-multikueue.md", *job.Spec.ManagedBy)}
 		}
 		return observeSucceeded(pod, term)
 	}

@@ -26,7 +26,7 @@ const (
 	// KitArtifactType is the manifest artifactType we set on ModelKits, for
 	// registries and OCI 1.1 clients that filter by it. The kit CLI of the
 	// commit above writes none; its info, inspect and unpack read our
-	// ModelKits with it (checked by hand, see the README).
+	// ModelKits with it (checked by hand, see docs/reference/artifact-formats.md).
 	KitArtifactType = "application/vnd.kitops.modelkit.manifest.v1+json"
 	// KitConfig is the config blob: the Kitfile as JSON, with each layer's
 	// digest and diffId filled in.

@@ -127,7 +127,7 @@ func (c *controlPlane) startAPIServer(etcdURL string) error {
 		return err
 	}
 	// The API server presents a client certificate of a CA of its own to
-	// admission webhooks, as the README's install section sets it up.
+	// admission webhooks, as docs/operations/install.md sets it up.
 	if c.webhookClient, err = webhookclient.Write(filepath.Join(pki, "webhook-client")); err != nil {
 		return err
 	}

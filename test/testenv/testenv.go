@@ -70,7 +70,7 @@ func start(webhooks bool) (*Env, error) {
 	if webhooks {
 		e.WebhookInstallOptions.Paths = []string{filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")}
 		// The API server presents a client certificate to the webhooks,
-		// as the README's install section sets it up.
+		// as docs/operations/install.md sets it up.
 		if dir, err = os.MkdirTemp("", "packline-webhook-client-"); err != nil {
 			return nil, err
 		}

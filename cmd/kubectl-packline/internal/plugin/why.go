@@ -113,7 +113,7 @@ func printConditions(w io.Writer, conds []metav1.Condition) {
 
 // printFailing repeats the failing condition's reason and message: the
 // message names the field and carries the controller's hint (which Secret
-// to fix, what an admin must do), as the README's reason table says.
+// to fix, what an admin must do), as docs/reference/reasons.md says.
 func printFailing(w io.Writer, conds []metav1.Condition) {
 	for _, t := range []string{v1alpha1.ConditionStalled, v1alpha1.ConditionReady, v1alpha1.ConditionDelivered, v1alpha1.ConditionSigned, v1alpha1.ConditionVerified} {
 		for _, c := range conds {
