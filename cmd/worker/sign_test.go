@@ -423,6 +423,9 @@ func TestSignaturePushRetriedWithoutRepush(t *testing.T) {
 	if res.Digest != pushed.Digest || res.SourceRevision != pushed.SourceRevision {
 		t.Errorf("retry result %+v, want the pushed %+v", res, pushed)
 	}
+	if !strings.HasPrefix(res.ImageReference, reg.host+"/models/flaky@sha256:") {
+		t.Errorf("retry result names image view %q, want one in the artifact's repository", res.ImageReference)
+	}
 	if n := fetched.Load() - fetchesBefore; n != 0 {
 		t.Errorf("the retry fetched the source %d times", n)
 	}
