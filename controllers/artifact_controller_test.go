@@ -57,13 +57,17 @@ func TestArtifactSucceeds(t *testing.T) {
 	})
 	pod := runPod(t, job)
 	eventually(t, func(g Gomega) { g.Expect(getArtifact(g, key).Status.Phase).To(Equal(v1alpha1.PhaseRunning)) })
-	finishPod(t, job, pod, 0, okResult(digest))
+	const imageDigest = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	res := strings.TrimSuffix(okResult(digest), "}") + `,"imageDigest":"` + imageDigest + `","imageReference":"registry.example.com/acme/tiny@` + imageDigest + `"}`
+	finishPod(t, job, pod, 0, res)
 
 	eventually(t, func(g Gomega) {
 		a := getArtifact(g, key)
 		g.Expect(a.Status.Phase).To(Equal(v1alpha1.PhaseSucceeded))
 		g.Expect(a.Status.Digest).To(Equal(digest))
 		g.Expect(a.Status.Reference).To(Equal("registry.example.com/acme/tiny@" + digest))
+		g.Expect(a.Status.ImageDigest).To(Equal(imageDigest))
+		g.Expect(a.Status.ImageReference).To(Equal("registry.example.com/acme/tiny@" + imageDigest))
 		g.Expect(a.Status.SourceRevision).To(Equal("c0ffee"))
 		g.Expect(a.Status.ObservedGeneration).To(Equal(a.Generation))
 		g.Expect(a.Status.Attempts).To(Equal(int32(1)))

@@ -121,7 +121,27 @@ type ParameterBinding struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^(/([^/~]|~[01])+)+$`
 	FieldPath string `json:"fieldPath,omitempty"`
+
+	// artifactView is what an Artifact binding renders. Image (the
+	// default) is the Artifact's status.imageReference: the OCI image view
+	// of the model, which containerd mounts in volumes[].image (it mounts
+	// a ModelKit or ModelPack as an empty folder). Artifact is its
+	// status.reference, the ModelKit or ModelPack that kit and ModelPack
+	// clients read (for example an init container's `kit unpack`). An
+	// Artifact pushed before image views existed has none: Image then
+	// renders status.reference until its next run.
+	// +optional
+	// +kubebuilder:validation:Enum=Image;Artifact
+	ArtifactView ArtifactView `json:"artifactView,omitempty"`
 }
+
+// ArtifactView is which manifest of an Artifact a binding renders.
+type ArtifactView string
+
+const (
+	ArtifactViewImage    ArtifactView = "Image"
+	ArtifactViewArtifact ArtifactView = "Artifact"
+)
 
 // GeneratorKind is the kind of generated object.
 // +kubebuilder:validation:Enum=ConfigMap;Secret

@@ -214,6 +214,19 @@ type PipelineStatus struct {
 	// +optional
 	Reference string `json:"reference,omitempty"`
 
+	// imageDigest is the digest of the OCI image view of digest: an image
+	// manifest over the same layers (tag "sha256-<hex>.image" in the same
+	// repository), which container runtimes mount as an image volume. kit
+	// and ModelPack clients read reference; containerd mounts only this.
+	// +optional
+	ImageDigest string `json:"imageDigest,omitempty"`
+
+	// imageReference pins the image view by digest:
+	// "<repository>@sha256:...". A Claim binding this Artifact renders it
+	// (for volumes[].image).
+	// +optional
+	ImageReference string `json:"imageReference,omitempty"`
+
 	// pushSeal is the manager's MAC over the object's UID, digest and
 	// reference, written when the manager itself read the push from its
 	// worker. A new run hands the worker reference (whose layers it then

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -66,6 +68,7 @@ func runArtifact(ctx context.Context) workerv1.Result {
 		var desc ocispec.Descriptor
 		if desc, err = earlierPush(ctx, repo, a.Target.Repository, pushed); err == nil {
 			res = success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, os.Getenv(workerv1.EnvPushedRevision))
+			res, err = withImageOf(ctx, repo, res, desc)
 		}
 	} else {
 		res, err = artifact(ctx, a, repo, func() error { _, err := waitSigner(); return err })
@@ -90,7 +93,7 @@ func artifact(ctx context.Context, a workerv1.Artifact, repo *remote.Repository,
 		if err != nil {
 			return workerv1.Result{}, err
 		}
-		return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, desc.Digest.String()), nil
+		return withImageOf(ctx, repo, success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, desc.Digest.String()), desc)
 	}
 
 	// What earlier runs pushed, looked up before fetching a byte.
@@ -130,7 +133,7 @@ func artifact(ctx context.Context, a workerv1.Artifact, repo *remote.Repository,
 		}
 		if ok && err == nil {
 			fmt.Fprintf(os.Stderr, "artifact: %s already pushed from %s: %d layers, none fetched or uploaded (%d mounted)\n", desc.Digest, rev, st.Layers, st.Mounted)
-			return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, rev), nil
+			return withImageOf(ctx, repo, success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, rev), desc)
 		}
 	}
 	fetched, err := source.Fetch(ctx, a.Source, env)
@@ -162,7 +165,34 @@ func artifact(ctx context.Context, a workerv1.Artifact, repo *remote.Repository,
 		return workerv1.Result{}, err
 	}
 	fmt.Fprintf(os.Stderr, "artifact: %d layers, %d uploaded (%d bytes; %d hashed while downloaded), %d already present (%d mounted)\n", st.Layers, st.Uploaded, st.UploadedBytes, st.Prehashed, st.Skipped, st.Mounted)
-	return success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), nil
+	fmt.Fprintf(os.Stderr, "artifact: image view %s for image volumes (%d bytes added, no layer)\n", st.Image.Digest, st.ImageBytes)
+	return withImage(success(a, desc.Digest.String(), desc.MediaType, desc.ArtifactType, desc.Size, fetched.Revision), st.Image), nil
+}
+
+// withImageOf pushes the image view of desc, a manifest an earlier run
+// pushed or a copy, reading its manifest and config only (push.PushImageOf).
+// A copy that is not a ModelKit or ModelPack has none.
+func withImageOf(ctx context.Context, repo *remote.Repository, res workerv1.Result, desc ocispec.Descriptor) (workerv1.Result, error) {
+	img, st, err := push.PushImageOf(ctx, repo, desc, "")
+	if errors.Is(err, push.ErrNotModel) {
+		fmt.Fprintf(os.Stderr, "artifact: no image view of %s: %v\n", desc.Digest, err)
+		return res, nil
+	}
+	if err != nil {
+		return workerv1.Result{}, failure.Registry(fmt.Errorf("image view of %s: %w", desc.Digest, err))
+	}
+	fmt.Fprintf(os.Stderr, "artifact: image view %s for image volumes (%d bytes added, no layer)\n", img.Digest, st.ExtraBytes)
+	return withImage(res, img), nil
+}
+
+// withImage names the image view img in res, in res's repository.
+func withImage(res workerv1.Result, img ocispec.Descriptor) workerv1.Result {
+	if img.Digest == "" {
+		return res
+	}
+	repo, _, _ := strings.Cut(res.Reference, "@")
+	res.ImageDigest, res.ImageReference = img.Digest.String(), repo+"@"+img.Digest.String()
+	return res
 }
 
 // input is what an Artifact's push is made from, for push.InputKey: the

@@ -78,6 +78,14 @@ func TestArtifactEndToEnd(t *testing.T) {
 			if desc.Digest.String() != res.Digest {
 				t.Errorf("tag points at %s, result says %s", desc.Digest, res.Digest)
 			}
+			// The image view, which containerd mounts, is named in the result.
+			img, err := repo.Resolve(t.Context(), push.ImageTag(desc.Digest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ImageDigest != img.Digest.String() || res.ImageReference != target+"@"+img.Digest.String() {
+				t.Errorf("result names image view %s (%s), the registry has %s", res.ImageDigest, res.ImageReference, img.Digest)
+			}
 		})
 	}
 }

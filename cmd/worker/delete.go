@@ -7,7 +7,6 @@ import (
 	"log"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
 	"oras.land/oras-go/v2/errdef"
 	"oras.land/oras-go/v2/registry/remote"
 
@@ -62,20 +61,23 @@ func deleteArtifact(ctx context.Context, d workerv1.Delete) (workerv1.Result, er
 		return workerv1.Result{}, failure.Registry(err)
 	}
 	log.Printf("deleted %s", d.Reference)
-	deleteSideKeys(ctx, repo, desc.Digest)
+	deleteSide(ctx, repo, push.KeysTag(desc.Digest), "layer keys")
+	deleteSide(ctx, repo, push.ImageTag(desc.Digest), "image view")
 	return done, nil
 }
 
-// deleteSideKeys removes the layer keys kept beside a deleted manifest
-// (push.KeysTag; a volume's), which nothing reads any more. Leaving them
-// costs only a tag, so a failure is logged, not returned.
-func deleteSideKeys(ctx context.Context, repo *remote.Repository, subject digest.Digest) {
-	side, err := repo.Resolve(ctx, push.KeysTag(subject))
+// deleteSide removes a manifest kept beside a deleted one under tag: its
+// layer keys (push.KeysTag; a volume's) or its image view
+// (push.ImageTag), which nothing reads any more. Leaving one costs only a
+// tag (the image view's layers are the deleted manifest's), so a failure
+// is logged, not returned.
+func deleteSide(ctx context.Context, repo *remote.Repository, tag, what string) {
+	side, err := repo.Resolve(ctx, tag)
 	if err != nil {
-		return // none (not a volume's), or the registry will not say
+		return // none, or the registry will not say
 	}
 	if err := repo.Delete(ctx, side); err != nil && !errors.Is(err, errdef.ErrNotFound) {
-		log.Printf("layer keys %s not deleted: %v", push.KeysTag(subject), err)
+		log.Printf("%s %s not deleted: %v", what, tag, err)
 	}
 }
 

@@ -49,6 +49,9 @@ func TestDeleteOnRealRegistry(t *testing.T) {
 	target := workerv1.Target{Tag: "v1", PlainHTTP: true}
 
 	first := push("one", "v1")
+	if !exists(first.ImageDigest) {
+		t.Fatalf("no image view %q beside the push", first.ImageDigest)
+	}
 	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: first.Reference, Target: target}); code != 0 {
 		t.Fatalf("delete failed: %+v", res.Error)
 	}
@@ -58,6 +61,10 @@ func TestDeleteOnRealRegistry(t *testing.T) {
 	// The volume's layer keys, kept beside it, go with it.
 	if exists(jobspush.KeysTag(digest.Digest(first.Digest))) {
 		t.Error("the layer keys beside the deleted manifest are still there")
+	}
+	// And so does its image view.
+	if exists(jobspush.ImageTag(digest.Digest(first.Digest))) || exists(first.ImageDigest) {
+		t.Error("the image view of the deleted manifest is still there")
 	}
 	// Deleting again is a success: the goal state holds.
 	if code, res := runDeleteWorker(t, workerv1.Delete{Reference: first.Reference, Target: target}); code != 0 {

@@ -405,6 +405,9 @@ func TestIncrementalRevisionKnownUpFront(t *testing.T) {
 				if res.Digest != first.Digest || res.SourceRevision != first.SourceRevision {
 					t.Errorf("re-run as %s: %s at %s, want %s at %s", tag, res.Digest, res.SourceRevision, first.Digest, first.SourceRevision)
 				}
+				if first.ImageDigest == "" || res.ImageReference != first.ImageReference {
+					t.Errorf("re-run as %s: image view %q, want the first run's %q", tag, res.ImageReference, first.ImageReference)
+				}
 				// v1 is already tagged; v2 sends the manifest only.
 				if fetched.Load() != 0 || up.Uploaded() > res.Size {
 					t.Errorf("re-run as %s fetched %d and uploaded %d bytes, want 0 and at most the %d-byte manifest", tag, fetched.Load(), up.Uploaded(), res.Size)

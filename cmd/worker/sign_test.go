@@ -342,7 +342,9 @@ func startFlakyRegistry(t *testing.T, backend string) *flakyRegistry {
 	f := &flakyRegistry{}
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: backend})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cosignTag := strings.Contains(r.URL.Path, "/manifests/sha256-")
+		// cosign's tags, sha256-<hex>.sig and .att; not the image
+		// view's sha256-<hex>.image, pushed with the artifact.
+		cosignTag := strings.Contains(r.URL.Path, "/manifests/sha256-") && !strings.HasSuffix(r.URL.Path, ".image")
 		if f.down.Load() && cosignTag {
 			conn, _, err := w.(http.Hijacker).Hijack()
 			if err == nil {
@@ -420,6 +422,9 @@ func TestSignaturePushRetriedWithoutRepush(t *testing.T) {
 	}
 	if res.Digest != pushed.Digest || res.SourceRevision != pushed.SourceRevision {
 		t.Errorf("retry result %+v, want the pushed %+v", res, pushed)
+	}
+	if !strings.HasPrefix(res.ImageReference, reg.host+"/models/flaky@sha256:") {
+		t.Errorf("retry result names image view %q, want one in the artifact's repository", res.ImageReference)
 	}
 	if n := fetched.Load() - fetchesBefore; n != 0 {
 		t.Errorf("the retry fetched the source %d times", n)

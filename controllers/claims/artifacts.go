@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
@@ -70,6 +71,12 @@ func ResolveArtifacts(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, artifacts 
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	views := map[string]v1alpha1.ArtifactView{}
+	for _, b := range tpl.Spec.Parameters {
+		if b.Kind == v1alpha1.BindingArtifact {
+			views[b.Value] = b.ArtifactView
+		}
+	}
 	var refs []string
 	for _, k := range keys {
 		a := artifacts[bound[k]]
@@ -79,12 +86,39 @@ func ResolveArtifacts(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, artifacts 
 		case a.Status.Reference == "" || a.Status.ObservedGeneration != a.Generation || a.Status.Phase != v1alpha1.PhaseSucceeded:
 			return nil, nil, nil, &ArtifactNotReady{Value: k, Name: bound[k], Why: fmt.Sprintf("is not Ready (phase %q)", a.Status.Phase)}
 		}
-		values[k] = a.Status.Reference
-		refs = append(refs, k+"="+a.Status.Reference)
+		ref, err := boundReference(a, views[k])
+		if err != nil {
+			return nil, nil, nil, &ArtifactNotReady{Value: k, Name: bound[k], Why: err.Error()}
+		}
+		values[k] = ref
+		refs = append(refs, k+"="+ref)
 	}
 	raw, err := json.Marshal(values)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	return &apiextensionsv1.JSON{Raw: raw}, params, refs, nil
+}
+
+// boundReference is the reference of a's view: its image view
+// (status.imageReference) unless view is Artifact, or status.reference
+// when a has no image view (pushed before they existed, or an OCI copy of
+// something that is not a model).
+//
+// Both fields are status, which the Artifact's owner can write: the
+// rendered reference is the tenant's own claim on their own namespace's
+// Artifact, exactly as status.reference always was. It is only checked to
+// lie in status.reference's repository, so a binding never names another
+// repository than the Artifact's.
+func boundReference(a *v1alpha1.Artifact, view v1alpha1.ArtifactView) (string, error) {
+	st := a.Status
+	if view == v1alpha1.ArtifactViewArtifact || st.ImageReference == "" {
+		return st.Reference, nil
+	}
+	repo, _, _ := strings.Cut(st.Reference, "@")
+	imageRepo, dgst, ok := strings.Cut(st.ImageReference, "@")
+	if !ok || imageRepo != repo || !strings.HasPrefix(dgst, "sha256:") {
+		return "", fmt.Errorf("has status.imageReference %q, not <repository of status.reference>@sha256:…", st.ImageReference)
+	}
+	return st.ImageReference, nil
 }

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -15,12 +16,18 @@ func TestResolveArtifacts(t *testing.T) {
 	deploy := v1alpha1.ObjectSelector{Kind: "Deployment", Name: "vllm"}
 	tpl := &v1alpha1.ClaimTemplate{Spec: v1alpha1.ClaimTemplateSpec{Parameters: []v1alpha1.ParameterBinding{
 		{Value: "model", Kind: v1alpha1.BindingArtifact, Target: deploy, FieldPath: "/spec/template/spec/volumes/0/image/reference"},
-		{Value: "adapter", Kind: v1alpha1.BindingArtifact, Target: deploy, EnvName: "ADAPTER"},
+		{Value: "adapter", Kind: v1alpha1.BindingArtifact, Target: deploy, EnvName: "ADAPTER", ArtifactView: v1alpha1.ArtifactViewArtifact},
 		{Value: "replicas", Kind: v1alpha1.BindingReplicas, Target: deploy},
 	}}}
 	ready := func(name, reference string) *v1alpha1.Artifact {
 		a := &v1alpha1.Artifact{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1}}
 		a.Status.ObservedGeneration, a.Status.Phase, a.Status.Reference = 1, v1alpha1.PhaseSucceeded, reference
+		return a
+	}
+	const image = "registry.example.com/models/llama@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	withImage := func(imageRef string) *v1alpha1.Artifact {
+		a := ready("llama", ref)
+		a.Status.ImageReference = imageRef
 		return a
 	}
 	running := ready("llama", "")
@@ -37,6 +44,15 @@ func TestResolveArtifacts(t *testing.T) {
 		{name: "bound and ready", values: `{"model":"llama","replicas":2}`,
 			artifacts:  map[string]*v1alpha1.Artifact{"llama": ready("llama", ref)},
 			wantValues: `{"model":"` + ref + `","replicas":2}`, wantRefs: []string{"model=" + ref}},
+		{name: "the image view by default", values: `{"model":"llama"}`,
+			artifacts:  map[string]*v1alpha1.Artifact{"llama": withImage(image)},
+			wantValues: `{"model":"` + image + `"}`, wantRefs: []string{"model=" + image}},
+		{name: "the artifact when the binding asks for it", values: `{"adapter":"llama"}`,
+			artifacts:  map[string]*v1alpha1.Artifact{"llama": withImage(image)},
+			wantValues: `{"adapter":"` + ref + `"}`, wantRefs: []string{"adapter=" + ref}},
+		{name: "an image view in another repository", values: `{"model":"llama"}`,
+			artifacts: map[string]*v1alpha1.Artifact{"llama": withImage("registry.example.com/evil/x@sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210")},
+			notReady:  "not <repository of status.reference>@sha256:…"},
 		{name: "missing", values: `{"model":"llama"}`, notReady: "does not exist"},
 		{name: "still running", values: `{"model":"llama"}`, artifacts: map[string]*v1alpha1.Artifact{"llama": running}, notReady: "is not Ready"},
 	}
@@ -46,8 +62,8 @@ func TestResolveArtifacts(t *testing.T) {
 			values, params, refs, err := ResolveArtifacts(c, tpl, tc.artifacts)
 			var nr *ArtifactNotReady
 			if tc.notReady != "" {
-				if !errors.As(err, &nr) || nr.Value != "model" || nr.Name != "llama" {
-					t.Fatalf("err = %v, want ArtifactNotReady for spec.values.model", err)
+				if !errors.As(err, &nr) || nr.Value != "model" || nr.Name != "llama" || !strings.Contains(err.Error(), tc.notReady) {
+					t.Fatalf("err = %v, want ArtifactNotReady for spec.values.model: %s", err, tc.notReady)
 				}
 				return
 			}

@@ -35,6 +35,7 @@ func recordSigning(st *v1alpha1.PipelineStatus, o Observation) {
 	case o.State == StateFailed:
 		if p := o.Pushed; p != nil {
 			st.Digest, st.Reference, st.SourceRevision = p.Digest, p.Reference, p.SourceRevision
+			st.ImageDigest, st.ImageReference = "", "" // the view of an earlier digest, if any
 		}
 		if signingReasons[o.Reason] {
 			setCondition(st, v1alpha1.ConditionSigned, metav1.ConditionFalse, o.Reason, o.Message)

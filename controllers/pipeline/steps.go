@@ -394,6 +394,7 @@ func (p *Pipeline) enact(s *scope, next Next) ctrl.Result {
 		r := next.Result
 		st.Phase = next.Phase
 		st.Digest, st.Reference, st.SourceRevision = r.Digest, r.Reference, r.SourceRevision
+		st.ImageDigest, st.ImageReference = r.ImageDigest, r.ImageReference
 		if r.Tag != "" {
 			st.Tag = r.Tag
 		}

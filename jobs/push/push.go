@@ -86,6 +86,9 @@ type Options struct {
 	Prehashed []*pack.Prehash
 	// InputKey, if set, is recorded as AnnotationInput (see InputKey).
 	InputKey string
+	// ImageArch is the architecture in the image view's config (see
+	// image.go); empty is the worker's own, runtime.GOARCH.
+	ImageArch string
 }
 
 // Provenance becomes the manifest's OCI annotations
@@ -109,6 +112,11 @@ type Stats struct {
 	// Prehashed counts the uploaded layers whose digest was computed while
 	// their file downloaded, so that the upload hashed nothing.
 	Prehashed int
+	// Image is the image view of the pushed manifest (see image.go), which
+	// containerd mounts as an image volume; ImageBytes what it added (its
+	// config and manifest; 0 when it was there already).
+	Image      ocispec.Descriptor
+	ImageBytes int64
 }
 
 // Push packs kf's entries under root and pushes them to repo. For a
@@ -247,6 +255,12 @@ func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile
 	if err != nil {
 		return ocispec.Descriptor{}, st, failure.Registry(err)
 	}
+	img, ist, err := pushImageView(ctx, repo, manifest.Digest, layers, diffIDs, ImageArch(o.ImageArch))
+	if err != nil {
+		return ocispec.Descriptor{}, st, failure.Registry(fmt.Errorf("image view: %w", err))
+	}
+	st.Image, st.ImageBytes = img, ist.ExtraBytes
+	logf("image view %s tagged %s (%d bytes added: config and manifest; no layer)\n", img.Digest, ImageTag(manifest.Digest), ist.ExtraBytes)
 	if o.LocalFileIDs && notes != "" {
 		// Without them the next run reads every file again; nothing else.
 		if err := pushSideKeys(ctx, repo, manifest.Digest, notes); err != nil {

@@ -21,9 +21,10 @@ import (
 
 // A model bound into a workload: an Artifact imports the tiny model, and a
 // vllm-server Claim names it in values.model. The rendered Deployment, which
-// Flux applies, mounts the Artifact's digest-pinned reference as an image
-// volume, and the process node, pulling and unpacking it as a kubelet
-// would, shows the server the model's files.
+// Flux applies, mounts the Artifact's digest-pinned image view as an image
+// volume, and the process node, pulling and unpacking it as containerd
+// would (an image only: a ModelKit mounts as an empty folder), shows the
+// server the model's files. So the binding must name the image view.
 func TestModelBoundIntoWorkload(t *testing.T) {
 	ctx := context.Background()
 	repo := gitserver.Serve(t, gitserver.Repo{Name: "workloads", Commits: []gitserver.Commit{{Dir: gitserver.FixtureDir(t, "templates")}}}, gitserver.Options{})
@@ -65,7 +66,10 @@ func TestModelBoundIntoWorkload(t *testing.T) {
 	g.Expect(sb.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vllm-server"}, dep)).To(Succeed())
 	vol := dep.Spec.Template.Spec.Volumes[0]
 	g.Expect(vol.Image).NotTo(BeNil())
-	g.Expect(vol.Image.Reference).To(Equal(a.Status.Reference), "the Deployment mounts the Artifact by digest")
+	g.Expect(sb.Client.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+	g.Expect(a.Status.ImageReference).To(HavePrefix(sb.Registry.Host+"/e2e/"+ns+"/tiny@sha256:"), "the Artifact names its image view")
+	g.Expect(a.Status.ImageReference).NotTo(Equal(a.Status.Reference))
+	g.Expect(vol.Image.Reference).To(Equal(a.Status.ImageReference), "the Deployment mounts the Artifact's image view by digest: the ModelKit itself mounts empty")
 
 	// The node unpacked the model where the server's /model points.
 	waitFor(t, func(g Gomega) {

@@ -33,6 +33,41 @@ func TestImageVolumeOfModelKitMountsEmpty(t *testing.T) {
 	}
 	waitReady(t, sb, a)
 
+	entries, err := os.ReadDir(mountedModel(t, ns, a.Status.Reference))
+	g := NewWithT(t)
+	g.Expect(err).NotTo(HaveOccurred(), "/model is mounted")
+	g.Expect(entries).To(BeEmpty(), "containerd unpacks no layer of a ModelKit: the server sees no model file")
+}
+
+// The image view the worker pushes beside the ModelKit (status.
+// imageReference: an image manifest over the same layers) is what
+// containerd mounts: the server reads the model's files in /model.
+func TestImageViewOfModelKitMounts(t *testing.T) {
+	requireNode(t)
+	ctx := context.Background()
+	ns := newNamespace(t, sb, nil)
+	a := newArtifact(sb, ns, "model").Obj()
+	if err := sb.Client.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	waitReady(t, sb, a)
+	g := NewWithT(t)
+	g.Expect(a.Status.ImageReference).NotTo(BeEmpty(), "the Artifact names its image view")
+
+	dir := mountedModel(t, ns, a.Status.ImageReference)
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		g.Expect(err).NotTo(HaveOccurred(), "the server reads /model/%s", f)
+		g.Expect(b).NotTo(BeEmpty(), "/model/%s", f)
+	}
+}
+
+// mountedModel runs a pod that mounts reference as an image volume at
+// /model and returns that folder as the container sees it (through its
+// root in /proc).
+func mountedModel(t *testing.T, ns, reference string) string {
+	t.Helper()
+	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -45,7 +80,7 @@ func TestImageVolumeOfModelKitMountsEmpty(t *testing.T) {
 				VolumeMounts: []corev1.VolumeMount{{Name: "model", MountPath: "/model"}},
 			}},
 			Volumes: []corev1.Volume{{Name: "model", VolumeSource: corev1.VolumeSource{
-				Image: &corev1.ImageVolumeSource{Reference: a.Status.Reference, PullPolicy: corev1.PullIfNotPresent},
+				Image: &corev1.ImageVolumeSource{Reference: reference, PullPolicy: corev1.PullIfNotPresent},
 			}}},
 		},
 	}
@@ -57,10 +92,7 @@ func TestImageVolumeOfModelKitMountsEmpty(t *testing.T) {
 		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning), "conditions %+v, containers %+v", pod.Status.Conditions, pod.Status.ContainerStatuses)
 	}).Should(Succeed())
 	pid := containerPid(t, strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://"))
-	entries, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "root", "model"))
-	g := NewWithT(t)
-	g.Expect(err).NotTo(HaveOccurred(), "/model is mounted")
-	g.Expect(entries).To(BeEmpty(), "containerd unpacks no layer of a ModelKit: the server sees no model file")
+	return filepath.Join("/proc", strconv.Itoa(pid), "root", "model")
 }
 
 // containerPid finds a container's process through its cgroup (the

@@ -46,6 +46,13 @@ type Result struct {
 	// and provenance manifests attached to Digest, when the run signs.
 	Signature   string `json:"signature,omitempty"`
 	Attestation string `json:"attestation,omitempty"`
+	// ImageDigest and ImageReference name the OCI image view of Digest:
+	// an image manifest over the same layers, which containerd mounts as
+	// an image volume where it mounts a ModelKit or ModelPack as an empty
+	// folder (jobs/push image.go). ImageReference is in the same
+	// repository as Reference.
+	ImageDigest    string `json:"imageDigest,omitempty"`
+	ImageReference string `json:"imageReference,omitempty"`
 
 	Error *Error `json:"error,omitempty"`
 }
@@ -115,6 +122,22 @@ func (r Result) Validate() error {
 	}
 	if r.Size < 0 {
 		return errors.New("size is negative")
+	}
+	return r.validateImage()
+}
+
+// validateImage checks that an image view, if any, is pinned by its
+// digest in the artifact's own repository.
+func (r Result) validateImage() error {
+	if r.ImageDigest == "" && r.ImageReference == "" {
+		return nil
+	}
+	if err := validateReference(r.ImageDigest, r.ImageReference); err != nil {
+		return fmt.Errorf("image: %w", err)
+	}
+	repo, _, _ := strings.Cut(r.Reference, "@")
+	if imageRepo, _, _ := strings.Cut(r.ImageReference, "@"); imageRepo != repo {
+		return fmt.Errorf("imageReference %q is not in the repository of reference %q", r.ImageReference, r.Reference)
 	}
 	return nil
 }

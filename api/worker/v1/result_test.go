@@ -7,7 +7,10 @@ import (
 	"unicode/utf8"
 )
 
-const d = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const (
+	d  = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	d2 = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+)
 
 func TestParse(t *testing.T) {
 	cases := []struct {
@@ -32,6 +35,9 @@ func TestParse(t *testing.T) {
 		{"signed", `{"digest":"` + d + `","reference":"r@` + d + `","signature":"` + d + `","attestation":"` + d + `"}`, ""},
 		{"bad signature", `{"digest":"` + d + `","reference":"r@` + d + `","signature":"sha256:xyz"}`, "signature"},
 		{"pushed then failed", `{"error":{"reason":"SignaturePushFailed","message":"m","pushed":{"digest":"` + d + `","reference":"r@` + d + `","sourceRevision":"abc"}}}`, ""},
+		{"image view", `{"digest":"` + d + `","reference":"r.io/a@` + d + `","imageDigest":"` + d2 + `","imageReference":"r.io/a@` + d2 + `"}`, ""},
+		{"image elsewhere", `{"digest":"` + d + `","reference":"r.io/a@` + d + `","imageDigest":"` + d2 + `","imageReference":"r.io/other@` + d2 + `"}`, "not in the repository"},
+		{"image reference only", `{"digest":"` + d + `","reference":"r.io/a@` + d + `","imageReference":"r.io/a@` + d2 + `"}`, "image: digest"},
 		{"pushed bad reference", `{"error":{"reason":"X","message":"m","pushed":{"digest":"` + d + `","reference":"r:latest"}}}`, "error.pushed"},
 	}
 	for _, tc := range cases {

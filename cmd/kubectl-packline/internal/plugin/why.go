@@ -67,6 +67,9 @@ func runWhy(ctx context.Context, e *env, o *options, args []string) (int, error)
 	if ps.Reference != "" {
 		fmt.Fprintf(w, "Pushed: %s\n", ps.Reference)
 	}
+	if ps.ImageReference != "" {
+		fmt.Fprintf(w, "Image view (what volumes[].image mounts): %s\n", ps.ImageReference)
+	}
 	if ps.NextAttemptTime != nil {
 		fmt.Fprintf(w, "Next attempt: %s\n", ps.NextAttemptTime.Format(time.RFC3339))
 	}
