@@ -225,6 +225,7 @@ func (c *Checker) ClaimRights(claim *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate
 	if d := claim.Spec.Delivery; d != nil && d.Flux != nil && d.Flux.VerifySecretRef != nil {
 		rights = append(rights, secretRight(ns, "spec.delivery.flux.verifySecretRef", d.Flux.VerifySecretRef.Name))
 	}
+	rights = append(rights, PriorityRights(claim.Spec.PipelineSpec)...)
 	return append(rights, SigningRights(ns, claim.Spec.Signing)...), kindsErr
 }
 
@@ -333,7 +334,24 @@ func ArtifactRights(a *v1alpha1.Artifact) []Right {
 	}
 	t := a.Spec.Target
 	rights = append(rights, SecretRights(ns, "spec.target", t.PushSecretRef, t.CASecretRef)...)
+	rights = append(rights, PriorityRights(a.Spec.PipelineSpec)...)
 	return append(rights, SigningRights(ns, a.Spec.Signing)...)
+}
+
+// VerbUsePriority is the verb on workloadpriorityclasses.kueue.x-k8s.io
+// that lets a user name one (Kueue defines no verb of its own).
+const VerbUsePriority = "use"
+
+// PriorityRights: a Kueue WorkloadPriorityClass puts a run ahead of every
+// other tenant's runs on the same ClusterQueue, and may preempt them, so
+// naming one is an entitlement: "use" on that class, which an admin grants
+// in a ClusterRole. A run without a queue ignores the class, and needs none.
+func PriorityRights(p v1alpha1.PipelineSpec) []Right {
+	if p.WorkloadPriorityClassName == "" || p.QueueName == "" {
+		return nil
+	}
+	return []Right{{Field: "spec.workloadPriorityClassName", Why: "queueing ahead of others with WorkloadPriorityClass " + p.WorkloadPriorityClassName,
+		Attr: authorizationv1.ResourceAttributes{Verb: VerbUsePriority, Group: "kueue.x-k8s.io", Resource: "workloadpriorityclasses", Name: p.WorkloadPriorityClassName}}}
 }
 
 // SigningRights are get on the signing key Secret a resource names: the

@@ -199,6 +199,11 @@ func TestArtifactRights(t *testing.T) {
 		{name: "signing key", spec: v1alpha1.ArtifactSpec{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: "https://x"}},
 			PipelineSpec: v1alpha1.PipelineSpec{Signing: &v1alpha1.SigningSpec{KeySecretRef: *ref("cosign")}}},
 			want: []string{"spec.signing.keySecretRef get secrets cosign"}},
+		{name: "priority class on a queued run", spec: v1alpha1.ArtifactSpec{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: "https://x"}},
+			PipelineSpec: v1alpha1.PipelineSpec{QueueName: "q", WorkloadPriorityClassName: "urgent"}},
+			want: []string{"spec.workloadPriorityClassName use workloadpriorityclasses urgent (cluster)"}},
+		{name: "priority class without a queue is ignored", spec: v1alpha1.ArtifactSpec{Source: v1alpha1.ArtifactSource{HTTP: &v1alpha1.HTTPSource{URL: "https://x"}},
+			PipelineSpec: v1alpha1.PipelineSpec{WorkloadPriorityClassName: "urgent"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
