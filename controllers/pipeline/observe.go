@@ -46,8 +46,8 @@ const (
 	// spec.resources.limits.memory and the kernel killed it.
 	ReasonOOMKilled = "OOMKilled"
 	// ReasonEvicted: the kubelet evicted the worker pod, e.g. for writing
-	// more than the sizeLimit of an emptyDir (its /tmp, or an ephemeral
-	// workspace), or under node pressure.
+	// more than the sizeLimit of its /tmp emptyDir (--worker-tmp-size), or
+	// under node pressure.
 	ReasonEvicted = "Evicted"
 )
 
