@@ -176,18 +176,33 @@ func observeKilled(pod *corev1.Pod, term *corev1.ContainerStateTerminated) (Obse
 			Message: fmt.Sprintf("worker pod %s was evicted by the kubelet: %s", pod.Name, pod.Status.Message)}, true
 	}
 	if term != nil && term.Reason == ReasonOOMKilled && term.Message == "" {
-		limit := "no limit set"
-		if pod != nil {
-			for _, c := range pod.Spec.Containers {
-				if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == workerContainer {
-					limit = q.String()
-				}
-			}
-		}
+		limit := memoryLimit(pod)
 		return Observation{State: StateFailed, Reason: ReasonOOMKilled,
 			Message: fmt.Sprintf("worker ran out of memory and was killed (OOMKilled, exit code %d): it needs more than spec.resources.limits.memory (%s); raise it", term.ExitCode, limit)}, true
 	}
 	return Observation{}, false
+}
+
+// memoryLimit is the worker container's memory limit as the kubelet
+// applied it (its container status: the manager's cache keeps no pod
+// spec), else as the spec says, else "no limit set".
+func memoryLimit(pod *corev1.Pod) string {
+	if pod == nil {
+		return "no limit set"
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == workerContainer && cs.Resources != nil {
+			if q, ok := cs.Resources.Limits[corev1.ResourceMemory]; ok {
+				return q.String()
+			}
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == workerContainer {
+			return q.String()
+		}
+	}
+	return "no limit set"
 }
 
 // evictedOr returns the newest evicted pod, else pod: an evicted worker

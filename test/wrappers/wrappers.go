@@ -162,8 +162,10 @@ func (w *PodWrapper) OOMKilled(limit string) *PodWrapper {
 	w.Terminated(137, "")
 	w.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
 	if limit != "" {
-		w.Spec.Containers = []corev1.Container{{Name: "worker", Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}}}}
+		// The kubelet records the applied limits in the container status,
+		// which is what the manager's cache keeps (not the spec).
+		w.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}}
 	}
 	return w
 }
