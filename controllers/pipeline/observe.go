@@ -173,7 +173,7 @@ func observeFailed(c *batchv1.JobCondition, pod *corev1.Pod, term *corev1.Contai
 func observeKilled(pod *corev1.Pod, term *corev1.ContainerStateTerminated) (Observation, bool) {
 	if pod != nil && pod.Status.Reason == ReasonEvicted {
 		return Observation{State: StateFailed, Reason: ReasonEvicted,
-			Message: fmt.Sprintf("worker pod %s was evicted by the kubelet: %s", pod.Name, pod.Status.Message)}, true
+			Message: fmt.Sprintf("worker pod %s was evicted by the kubelet: %s", pod.Name, strings.TrimSpace(pod.Status.Message))}, true
 	}
 	if term != nil && term.Reason == ReasonOOMKilled && term.Message == "" {
 		limit := memoryLimit(pod)

@@ -140,7 +140,7 @@ func TestObserveKilledMessages(t *testing.T) {
 		{"OOMKilled without a limit", MakePod("p", "ns", "j").OOMKilled("").Obj(),
 			"worker ran out of memory and was killed (OOMKilled, exit code 137): it needs more than spec.resources.limits.memory (no limit set); raise it"},
 		{"evicted", MakePod("p", "ns", "j").Evicted(`Usage of EmptyDir volume "tmp" exceeds the limit "1Mi". `).Obj(),
-			`worker pod p was evicted by the kubelet: Usage of EmptyDir volume "tmp" exceeds the limit "1Mi". `},
+			`worker pod p was evicted by the kubelet: Usage of EmptyDir volume "tmp" exceeds the limit "1Mi".`},
 		{"crash stays a crash", MakePod("p", "ns", "j").Terminated(137, "").Obj(),
 			"worker exited with code 137 (Error) without writing a result"},
 	}
