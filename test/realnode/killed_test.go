@@ -3,9 +3,9 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"strings"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +61,7 @@ func TestWorkerOOMKilledOnRealNode(t *testing.T) {
 	defer hub.Close()
 	ns := newNamespace(t, sb, nil)
 	a := newArtifact(sb, ns, "oom").HF("packline/huge-listing").HFEndpoint(hub.URL).RetryLimit(0).Obj()
-	limit := resource.MustParse(oomLimit())
+	limit := resource.MustParse("12Mi")
 	a.Spec.Resources = &corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceMemory: limit},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: limit},
@@ -81,15 +81,6 @@ func TestWorkerOOMKilledOnRealNode(t *testing.T) {
 	g.Expect(cs).NotTo(BeEmpty())
 	g.Expect(cs[0].State.Terminated).NotTo(BeNil())
 	g.Expect(cs[0].State.Terminated.Reason).To(Equal("OOMKilled"))
-}
-
-// oomLimit is a memory limit the worker cannot run under, but under which
-// runc still starts it (runc init must fit in it).
-func oomLimit() string {
-	if l := os.Getenv("PACKLINE_OOM_LIMIT"); l != "" {
-		return l
-	}
-	return "12Mi"
 }
 
 // A worker pod whose /tmp emptyDir grows past its sizeLimit is evicted by
