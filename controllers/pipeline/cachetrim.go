@@ -104,7 +104,11 @@ func ChildTransforms(templateNamespace string) (job, pod, pvc toolscache.Transfo
 		}
 		trimMeta(p)
 		p.Spec = corev1.PodSpec{}
-		p.Status = corev1.PodStatus{Phase: p.Status.Phase, Conditions: p.Status.Conditions, ContainerStatuses: trimContainerStatuses(p.Status.ContainerStatuses)}
+		// Reason and Message are the kubelet's word on an evicted pod
+		// ("Evicted", which emptyDir went over its sizeLimit): observe
+		// reports them.
+		p.Status = corev1.PodStatus{Phase: p.Status.Phase, Reason: p.Status.Reason, Message: p.Status.Message,
+			Conditions: p.Status.Conditions, ContainerStatuses: trimContainerStatuses(p.Status.ContainerStatuses)}
 		return p, nil
 	}
 	pvc = func(obj any) (any, error) {
@@ -167,7 +171,9 @@ func trimContainerStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus
 	}
 	out := make([]corev1.ContainerStatus, len(in))
 	for i, cs := range in {
-		out[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State}
+		// Resources (the kubelet's record of the applied limits) name the
+		// memory limit of an OOM-killed worker; the spec is not cached.
+		out[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State, Resources: cs.Resources}
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -100,17 +101,18 @@ func TestPodTransform(t *testing.T) {
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: types.UID("job-uid"), Controller: ptr.To(true)}},
 				ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "w", Env: []corev1.EnvVar{{Name: "SPEC", Value: "big"}}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodFailed, HostIP: "10.0.0.1",
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, HostIP: "10.0.0.1", Reason: "Evicted", Message: `Usage of EmptyDir volume "tmp" exceeds the limit "4Mi". `,
 				Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
 				ContainerStatuses: []corev1.ContainerStatus{{Name: "worker", Image: "w", ImageID: "sha256:x", ContainerID: "c://1",
-					State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: `{"error":{}}`}}}}},
+					Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("12Mi")}},
+					State:     corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: `{"error":{}}`}}}}},
 		}
 	}
 	trimmed := func(p *corev1.Pod) *corev1.Pod {
 		return &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID, ResourceVersion: p.ResourceVersion, Labels: p.Labels, OwnerReferences: p.OwnerReferences},
-			Status: corev1.PodStatus{Phase: corev1.PodFailed, Conditions: p.Status.Conditions,
-				ContainerStatuses: []corev1.ContainerStatus{{Name: "worker", State: p.Status.ContainerStatuses[0].State}}},
+			Status: corev1.PodStatus{Phase: corev1.PodFailed, Reason: p.Status.Reason, Message: p.Status.Message, Conditions: p.Status.Conditions,
+				ContainerStatuses: []corev1.ContainerStatus{{Name: "worker", State: p.Status.ContainerStatuses[0].State, Resources: p.Status.ContainerStatuses[0].Resources}}},
 		}
 	}
 	stubOf := func(p *corev1.Pod) *corev1.Pod {

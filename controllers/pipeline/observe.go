@@ -42,6 +42,13 @@ const (
 	ReasonResultNotMirrored = "ResultNotMirrored"
 	// ReasonRerunRequested: packline.dev/requestedAt asked for a new attempt.
 	ReasonRerunRequested = "RerunRequested"
+	// ReasonOOMKilled: the worker container used more memory than
+	// spec.resources.limits.memory and the kernel killed it.
+	ReasonOOMKilled = "OOMKilled"
+	// ReasonEvicted: the kubelet evicted the worker pod, e.g. for writing
+	// more than the sizeLimit of its /tmp emptyDir (--worker-tmp-size), or
+	// under node pressure.
+	ReasonEvicted = "Evicted"
 )
 
 // Observation is the pure reading of a Job and its Pods.
@@ -73,11 +80,11 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 		return observeSucceeded(pod, term)
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
-		return observeFailed(c, term)
+		return observeFailed(c, evictedOr(pods, pod), term)
 	}
 	if c := jobCondition(job, batchv1.JobFailureTarget); c != nil {
 		// The Job controller is still terminating pods; the verdict is known.
-		return observeFailed(c, term)
+		return observeFailed(c, evictedOr(pods, pod), term)
 	}
 	if job.Spec.Suspend != nil && *job.Spec.Suspend {
 		return Observation{State: StateQueued, Reason: ReasonQueued, Message: "Job is suspended, waiting for admission by its queue"}
@@ -128,10 +135,13 @@ func observeSucceeded(pod *corev1.Pod, term *corev1.ContainerStateTerminated) Ob
 	return Observation{State: StateSucceeded, Reason: "Succeeded", Message: "pushed " + r.Reference, Result: &r}
 }
 
-func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminated) Observation {
+func observeFailed(c *batchv1.JobCondition, pod *corev1.Pod, term *corev1.ContainerStateTerminated) Observation {
 	if c.Reason == batchv1.JobReasonDeadlineExceeded {
 		return Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded,
 			Message: "attempt ran longer than spec.timeout (Job activeDeadlineSeconds)"}
+	}
+	if o, ok := observeKilled(pod, term); ok {
+		return o
 	}
 	if term == nil {
 		return Observation{State: StateFailed, Reason: ReasonWorkerCrashed,
@@ -152,6 +162,58 @@ func observeFailed(c *batchv1.JobCondition, term *corev1.ContainerStateTerminate
 			Message: fmt.Sprintf("worker exited with code %d but reported success", term.ExitCode)}
 	}
 	return Observation{State: StateFailed, Reason: r.Error.Reason, Message: r.Error.Message, Permanent: r.Error.Permanent, Pushed: r.Error.Pushed}
+}
+
+// observeKilled names what killed the worker when it was not its own
+// failure: the kernel's OOM killer (the container's terminated reason
+// OOMKilled) or the kubelet's eviction (the pod's reason Evicted). Both
+// leave no result, and "exit code 137" alone tells a user nothing.
+// Neither is permanent: an eviction under node pressure may pass on
+// another attempt, and spec.resources may be raised meanwhile.
+func observeKilled(pod *corev1.Pod, term *corev1.ContainerStateTerminated) (Observation, bool) {
+	if pod != nil && pod.Status.Reason == ReasonEvicted {
+		return Observation{State: StateFailed, Reason: ReasonEvicted,
+			Message: fmt.Sprintf("worker pod %s was evicted by the kubelet: %s", pod.Name, strings.TrimSpace(pod.Status.Message))}, true
+	}
+	if term != nil && term.Reason == ReasonOOMKilled && term.Message == "" {
+		limit := memoryLimit(pod)
+		return Observation{State: StateFailed, Reason: ReasonOOMKilled,
+			Message: fmt.Sprintf("worker ran out of memory and was killed (OOMKilled, exit code %d): it needs more than spec.resources.limits.memory (%s); raise it", term.ExitCode, limit)}, true
+	}
+	return Observation{}, false
+}
+
+// memoryLimit is the worker container's memory limit as the kubelet
+// applied it (its container status: the manager's cache keeps no pod
+// spec), else as the spec says, else "no limit set".
+func memoryLimit(pod *corev1.Pod) string {
+	if pod == nil {
+		return "no limit set"
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name == workerContainer && cs.Resources != nil {
+			if q, ok := cs.Resources.Limits[corev1.ResourceMemory]; ok {
+				return q.String()
+			}
+		}
+	}
+	for _, c := range pod.Spec.Containers {
+		if q, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == workerContainer {
+			return q.String()
+		}
+	}
+	return "no limit set"
+}
+
+// evictedOr returns the newest evicted pod, else pod: an evicted worker
+// may have no terminated container state to find it by.
+func evictedOr(pods []corev1.Pod, pod *corev1.Pod) *corev1.Pod {
+	if len(pods) > 0 {
+		if p := newestPod(pods); p.Status.Reason == ReasonEvicted {
+			return p
+		}
+	}
+	return pod
 }
 
 // observeActive explains why a started Job has not finished: most useful is

@@ -70,6 +70,22 @@ func TestObserve(t *testing.T) {
 		{"failed crash without result", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
 			[]corev1.Pod{*pod().Terminated(137, "").Obj()},
 			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
+		{"OOMKilled names the memory limit", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{*pod().OOMKilled("64Mi").Obj()},
+			Observation{State: StateFailed, Reason: ReasonOOMKilled}},
+		{"OOMKilled while the Job controller terminates", MakeJob("j", "ns").Failed(batchv1.JobReasonPodFailurePolicy).Obj(),
+			[]corev1.Pod{*pod().OOMKilled("").Obj()},
+			Observation{State: StateFailed, Reason: ReasonOOMKilled}},
+		{"evicted by the kubelet", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{*pod().Evicted("Usage of EmptyDir volume \"tmp\" exceeds the limit \"1Mi\". ").Obj()},
+			Observation{State: StateFailed, Reason: ReasonEvicted}},
+		{"evicted before its container state was recorded", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
+			[]corev1.Pod{func() corev1.Pod {
+				p := *pod().Evicted("The node was low on resource: memory.").Obj()
+				p.Status.ContainerStatuses = nil
+				return p
+			}()},
+			Observation{State: StateFailed, Reason: ReasonEvicted}},
 		{"failed with garbage", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(),
 			[]corev1.Pod{*pod().Terminated(2, "panic: boom").Obj()},
 			Observation{State: StateFailed, Reason: ReasonInvalidResult, Permanent: true}},
@@ -107,6 +123,34 @@ func TestObserveMessagesNameTheCause(t *testing.T) {
 		[]corev1.Pod{*MakePod("p", "ns", "j").Unschedulable("0/3 nodes are available: 3 Insufficient memory.").Obj()})
 	if !strings.Contains(o.Message, "Insufficient memory") {
 		t.Fatalf("message %q hides the scheduler's reason", o.Message)
+	}
+}
+
+// The messages users read in status for a worker killed from outside:
+// they name the field to change, or quote the kubelet.
+func TestObserveKilledMessages(t *testing.T) {
+	failed := MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj()
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"OOMKilled with a limit", MakePod("p", "ns", "j").OOMKilled("64Mi").Obj(),
+			"worker ran out of memory and was killed (OOMKilled, exit code 137): it needs more than spec.resources.limits.memory (64Mi); raise it"},
+		{"OOMKilled without a limit", MakePod("p", "ns", "j").OOMKilled("").Obj(),
+			"worker ran out of memory and was killed (OOMKilled, exit code 137): it needs more than spec.resources.limits.memory (no limit set); raise it"},
+		{"evicted", MakePod("p", "ns", "j").Evicted(`Usage of EmptyDir volume "tmp" exceeds the limit "1Mi". `).Obj(),
+			`worker pod p was evicted by the kubelet: Usage of EmptyDir volume "tmp" exceeds the limit "1Mi".`},
+		{"crash stays a crash", MakePod("p", "ns", "j").Terminated(137, "").Obj(),
+			"worker exited with code 137 (Error) without writing a result"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Observe(failed, []corev1.Pod{*tc.pod}).Message
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("message (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

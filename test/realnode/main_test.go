@@ -69,7 +69,7 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(bin)
 	opts = sandbox.Options{
 		Node:        sandbox.NodeReal,
-		ManagerArgs: []string{"--backoff-base=1s", "--backoff-cap=2s"},
+		ManagerArgs: []string{"--backoff-base=1s", "--backoff-cap=2s", "--worker-tmp-size=" + workerTmpSize},
 	}
 	if opts.Dir, err = os.MkdirTemp("", "packline-realnode-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -8,6 +8,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -152,6 +153,29 @@ func (w *PodWrapper) Terminated(exitCode int32, message string) *PodWrapper {
 	w.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "worker", Image: "worker",
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: exitCode, Reason: reason, Message: message, StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
+	return w
+}
+
+// OOMKilled is what the kubelet writes when the kernel killed the worker
+// container for exceeding limit (its memory limit, "" for none).
+func (w *PodWrapper) OOMKilled(limit string) *PodWrapper {
+	w.Terminated(137, "")
+	w.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	if limit != "" {
+		// The kubelet records the applied limits in the container status,
+		// which is what the manager's cache keeps (not the spec).
+		w.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(limit)}}
+	}
+	return w
+}
+
+// Evicted is what the kubelet's eviction manager writes on the pod it
+// evicts: phase Failed, reason Evicted and its message, and (as seen on
+// a real node) the container killed with exit code 137, reason Error.
+func (w *PodWrapper) Evicted(msg string) *PodWrapper {
+	w.Terminated(137, "")
+	w.Status.Reason, w.Status.Message = "Evicted", msg
 	return w
 }
 
