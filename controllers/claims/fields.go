@@ -19,17 +19,32 @@ var patchDirectives = []string{"$patch", "$retainKeys", "$setElementOrder/", "$d
 // FieldValues refuses a value bound by a Field binding that holds a patch
 // directive anywhere inside it, naming where.
 func FieldValues(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) error {
+	return eachBound(c, tpl, v1alpha1.BindingField, func(i int, b v1alpha1.ParameterBinding, v any) string {
+		at, key := findDirective(v, "spec.values."+b.Value)
+		if at == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s: %q is a Kustomize patch directive, not a value; spec.parameters[%d] of ClaimTemplate %s writes this value into %s %s at %s",
+			at, key, i, tpl.Name, b.Target.Kind, b.Target.Name, b.FieldPath)
+	})
+}
+
+// eachBound calls check once per distinct value that a binding of kind
+// puts into the render, with the value as the Claim sets it (absent values
+// are skipped), and joins what check finds wrong into one error. Malformed
+// values are ValidateValues' to report.
+func eachBound(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, kind v1alpha1.BindingKind, check func(i int, b v1alpha1.ParameterBinding, v any) string) error {
 	if c.Spec.Values == nil || len(c.Spec.Values.Raw) == 0 {
 		return nil
 	}
 	var values map[string]any
 	if err := json.Unmarshal(c.Spec.Values.Raw, &values); err != nil {
-		return nil // ValidateValues reports malformed values.
+		return nil
 	}
 	var errs []string
 	seen := map[string]bool{}
 	for i, b := range tpl.Spec.Parameters {
-		if b.Kind != v1alpha1.BindingField || seen[b.Value] {
+		if b.Kind != kind || seen[b.Value] {
 			continue
 		}
 		seen[b.Value] = true
@@ -37,9 +52,8 @@ func FieldValues(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) error {
 		if !ok {
 			continue
 		}
-		if at, key := findDirective(v, "spec.values."+b.Value); at != "" {
-			errs = append(errs, fmt.Sprintf("%s: %q is a Kustomize patch directive, not a value; spec.parameters[%d] of ClaimTemplate %s writes this value into %s %s at %s",
-				at, key, i, tpl.Name, b.Target.Kind, b.Target.Name, b.FieldPath))
+		if msg := check(i, b, v); msg != "" {
+			errs = append(errs, msg)
 		}
 	}
 	if len(errs) > 0 {
