@@ -388,6 +388,14 @@ func TestClaimDeliveryIgnoresForgedDigest(t *testing.T) {
 			c.Status.Digest = otherDigest
 			c.Status.Reference = "registry.example.com/evil/app@" + otherDigest
 			g.Expect(env.Client.Status().Update(context.Background(), c)).To(Succeed())
+			// A status write alone wakes no reconcile (the Claim's watch
+			// passes spec and annotation changes); any later event would.
+			c = getClaim(g, key)
+			if c.Annotations == nil {
+				c.Annotations = map[string]string{}
+			}
+			c.Annotations["test.packline.dev/nudge"] = time.Now().String()
+			g.Expect(env.Client.Update(context.Background(), c)).To(Succeed())
 			c = getClaim(g, key)
 		}
 		delivered := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionDelivered)
