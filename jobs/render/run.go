@@ -10,6 +10,7 @@ import (
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/redact"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/publish"
@@ -64,7 +65,7 @@ func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, err
 	}
 	art := publish.Artifact{
 		Layer:    layer,
-		Source:   source.Redact(c.Template.Source.URL),
+		Source:   redact.Public(c.Template.Source.URL),
 		Revision: Revision(rev),
 		Created:  rev.Time,
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/redact"
 )
 
 // DefaultHFEndpoint is used when neither the spec nor HF_ENDPOINT sets one.
@@ -71,6 +72,9 @@ func (f hfFile) id() string {
 
 var regexpSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// regexpSHA is a Git object id, as the Hub names a revision and a blob.
+var regexpSHA = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
 // fetchHF resolves the revision to a commit with the Hub API, then downloads
 // the selected files at that commit, resumably and concurrently.
 func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetched, error) {
@@ -100,7 +104,7 @@ func fetchHF(ctx context.Context, s v1alpha1.HuggingFaceSource, env Env) (Fetche
 	}
 	out := Fetched{
 		Root: root, Revision: info.SHA, Name: path.Base(s.Repo),
-		URL: publicURL(endpoint + "/" + s.Repo), Time: info.LastModified,
+		URL: redact.Public(endpoint + "/" + s.Repo), Time: info.LastModified,
 		FileIDs: map[string]string{},
 	}
 	for _, f := range files {
@@ -475,7 +479,7 @@ func hfClient(c *http.Client, endpoint, token string) (*http.Client, error) {
 	}
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("hugging face endpoint %q is not an http(s) URL", redactURL(endpoint)))
+		return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf("hugging face endpoint %q is not an http(s) URL", redact.Public(endpoint)))
 	}
 	cc := *c
 	base := c.Transport
@@ -510,14 +514,6 @@ func origin(u *url.URL) string {
 		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
 	}
 	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Hostname()) + ":" + port
-}
-
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	return redact(u)
 }
 
 func escapePath(p string) string {
