@@ -34,19 +34,6 @@ func TestRevisionDigest(t *testing.T) {
 	}
 }
 
-func TestCleanURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://user:pass@example.com/m.tar.gz?X-Amz-Signature=abc#frag": "https://example.com/m.tar.gz",
-		"https://example.com/repo.git":                                    "https://example.com/repo.git",
-		"ssh://git@example.com/repo.git":                                  "ssh://example.com/repo.git",
-		"::not a url":                                                     "",
-	} {
-		if got := cleanURL(in); got != want {
-			t.Errorf("cleanURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // The provenance's externalParameters name every field of each source kind
 // that decides what is fetched and packed, as written but with no
 // credential: URLs lose user info, query and fragment, Secret references
