@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // ReasonUndecodable is the Warning event on a packline object that is

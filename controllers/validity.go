@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // validity is the status an admin-written object (ClaimTemplate,

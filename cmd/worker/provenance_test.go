@@ -11,7 +11,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/jobs/sign"
 )
 

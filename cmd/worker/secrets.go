@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // registerSecrets tells package redact every credential this pod carries,

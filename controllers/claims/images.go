@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/imageref"
+	"github.com/packline/packline/api/imageref"
 )
 
 // ImageValues checks every value that an Image binding puts into a

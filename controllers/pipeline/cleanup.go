@@ -18,7 +18,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // Finalizer holds a resource with deletionPolicy Delete until its cleanup

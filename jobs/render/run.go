@@ -10,7 +10,7 @@ import (
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/publish"

@@ -13,7 +13,7 @@ import (
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/gitrepo"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // fetchGit checks the repository out at ref into the workspace (see

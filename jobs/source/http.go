@@ -18,7 +18,7 @@ import (
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/pack"
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // fetchHTTP downloads one file, checks its sha256 if given, and extracts it

@@ -12,7 +12,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/imageref"
+	"github.com/packline/packline/api/imageref"
 )
 
 // Bindings checks that every bound target exists and applies the Image,
