@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/jobs/sign"
 	"github.com/packline/packline/jobs/source"
 )

@@ -9,9 +9,9 @@ import (
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/jobs/sign"
 )
 

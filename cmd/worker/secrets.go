@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/api/redact"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // registerSecrets tells package redact every credential this pod carries,

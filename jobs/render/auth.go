@@ -8,11 +8,11 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/gitrepo"
-	"github.com/packline/packline/api/redact"
 )
 
 // URLs with credentials in them, as the ClaimTemplate's CEL rules refuse

@@ -8,9 +8,9 @@ import (
 	"github.com/opencontainers/go-digest"
 	"oras.land/oras-go/v2"
 
+	"github.com/packline/packline/api/redact"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/jobs/render/archive"
 	"github.com/packline/packline/jobs/render/publish"

@@ -9,11 +9,11 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/gitrepo"
-	"github.com/packline/packline/api/redact"
 )
 
 // fetchGit checks the repository out at ref into the workspace (see

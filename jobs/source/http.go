@@ -13,12 +13,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/kitfile"
 	"github.com/packline/packline/jobs/pack"
-	"github.com/packline/packline/api/redact"
 )
 
 // fetchHTTP downloads one file, checks its sha256 if given, and extracts it
