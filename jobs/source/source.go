@@ -125,3 +125,13 @@ func srcDir(env Env, name string) (string, error) {
 	}
 	return dir, os.MkdirAll(dir, 0o755)
 }
+
+// firstOf returns the first value that is not empty.
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
