@@ -26,8 +26,8 @@ import (
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/format"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // Options say how to pack and push.

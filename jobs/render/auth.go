@@ -12,7 +12,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitrepo"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 )
 
 // URLs with credentials in them, as the ClaimTemplate's CEL rules refuse

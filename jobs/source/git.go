@@ -13,7 +13,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitrepo"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 )
 
 // fetchGit checks the repository out at ref into the workspace (see

@@ -17,8 +17,8 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // fetchHTTP downloads one file, checks its sha256 if given, and extracts it

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/gitrepo"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 )
 
 // Identify names, without fetching any content, the revision a Fetch of s

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
-	"github.com/packline/packline/jobs/gitrepo"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 )
 
 // Options says what to fetch and where.

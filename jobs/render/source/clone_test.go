@@ -14,7 +14,7 @@ import (
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitrepo"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 	"github.com/packline/packline/jobs/render/source"
 	"github.com/packline/packline/test/gitserver"
 )

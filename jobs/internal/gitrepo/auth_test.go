@@ -23,7 +23,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitrepo"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 	"github.com/packline/packline/test/gitserver"
 )
 
