@@ -146,9 +146,36 @@ func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInp
 // ClaimWork is the render job for a Claim, or *pipeline.Blocked saying
 // what to fix. It is pure, so every rule is a table test.
 func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
+	tpl, profile, hash, err := claimReady(c, in)
+	if err != nil {
+		return pipeline.Work{}, err
+	}
+	adminRun, err := claimAllowed(c, tpl, profile, in, hash)
+	if err != nil {
+		return pipeline.Work{}, err
+	}
+	p := claimPlacement(c, tpl, in.TemplateNamespace, adminRun)
+	doc, hash, err := claimDoc(c, tpl, in.Artifacts, p.target, hash)
+	if err != nil {
+		return pipeline.Work{}, err
+	}
+	doc.Signing = claimSigning(&p.mounts, c, tpl, profile, p.hints)
+	ws, resources := profileWorkspace(profile)
+	if profile != nil {
+		doc.Profile = profile.Spec.DeepCopy()
+	}
+	return pipeline.Work{
+		Command: "claim", Spec: doc, Mounts: p.mounts, InputsHash: hash, Tag: p.target.Tag,
+		WorkspaceDefaults: ws, Hints: p.hints, Resources: resources, Namespace: p.ns,
+	}, nil
+}
+
+// claimReady waits for what the Claim renders with: its template, ready,
+// and a valid profile. It returns them and the Claim's inputs hash.
+func claimReady(c *v1alpha1.Claim, in ClaimInputs) (*v1alpha1.ClaimTemplate, *v1alpha1.EnvironmentProfile, string, error) {
 	tpl := in.Template
 	if tpl == nil {
-		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotFound,
+		return nil, nil, "", &pipeline.Blocked{Reason: ReasonTemplateNotFound,
 			Message:    fmt.Sprintf("spec.templateRef: ClaimTemplate %q does not exist; waiting for it to be created", c.Spec.TemplateRef.Name),
 			InputsHash: pipeline.InputsHash([]byte("no-template"), []byte(c.Spec.TemplateRef.Name))}
 	}
@@ -156,7 +183,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// The template is invalid or its check failed: rendering this
 		// Claim would fail the same way, or render what the admin did not
 		// mean. The template watch brings the Claim back once it passes.
-		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonTemplateNotReady,
+		return nil, nil, "", &pipeline.Blocked{Reason: ReasonTemplateNotReady,
 			Message: fmt.Sprintf("spec.templateRef: ClaimTemplate %s is not ready (%s: %s); the Claim renders once a platform admin fixes it",
 				tpl.Name, cond.Reason, cond.Message),
 			InputsHash: pipeline.InputsHash([]byte("template-not-ready"), []byte(tpl.Name), []byte(cond.Reason), []byte(cond.Message))}
@@ -165,31 +192,34 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	var broken *claims.ProfileError
 	if errors.As(err, &broken) {
 		// The profile watch brings the Claim back once it is fixed.
-		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonProfileInvalid, Message: err.Error(),
+		return nil, nil, "", &pipeline.Blocked{Reason: ReasonProfileInvalid, Message: err.Error(),
 			InputsHash: pipeline.InputsHash([]byte("profile-invalid"), []byte(broken.Name))}
 	}
 	if err != nil {
-		return pipeline.Work{}, err
+		return nil, nil, "", err
 	}
 	hash, err := claimInputsHash(c, tpl, profile, claims.CheckAccess(tpl, c.Namespace, in.NamespaceLabels) == nil)
-	if err != nil {
-		return pipeline.Work{}, err
-	}
-	blocked := func(reason string, err error) (pipeline.Work, error) {
-		return pipeline.Work{}, &pipeline.Blocked{Reason: reason, Message: err.Error(), Permanent: true, InputsHash: hash}
+	return tpl, profile, hash, err
+}
+
+// claimAllowed checks the Claim against its template, profile and
+// delivery; a refusal is permanent until those inputs change. adminRun
+// says the render runs in the template namespace: the template is
+// private, or the profile signs (its key lives there).
+func claimAllowed(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, profile *v1alpha1.EnvironmentProfile, in ClaimInputs, hash string) (adminRun bool, err error) {
+	blocked := func(reason string, err error) (bool, error) {
+		return false, &pipeline.Blocked{Reason: reason, Message: err.Error(), Permanent: true, InputsHash: hash}
 	}
 	if v := claims.Violations(c, tpl, in.NamespaceLabels); len(v) > 0 {
 		return blocked(v[0].Reason, v[0].Err)
 	}
-	// A profile that signs has its key in the template namespace: the
-	// render goes there, as a private template's does.
-	profileSigns := profile != nil && profile.Spec.Signing != nil
-	if profileSigns {
+	signs := profileSigns(profile)
+	if signs {
 		if err := claims.ProfileSignedTarget(profile.Name, tpl, c); err != nil {
 			return blocked(ReasonTargetNotAllowed, err)
 		}
 	}
-	adminRun := tpl.Spec.Private() || profileSigns
+	adminRun = tpl.Spec.Private() || signs
 	if adminRun && in.TemplateNamespace == "" {
 		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, or the EnvironmentProfile signs, but the manager has no --template-namespace to render it in", tpl.Name))
 	}
@@ -201,27 +231,47 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		}
 		return blocked(reason, err)
 	}
-	// Both hold: Violations checked them.
-	exposure, _ := claims.CheckExposure(tpl, c.Spec.Exposure)
-	repo, _ := claims.TargetRepository(tpl, c)
+	return adminRun, nil
+}
 
-	var m pipeline.Mounts
+// profileSigns says the profile signs every Claim it applies to: its key
+// is in the template namespace, so the render goes there, as a private
+// template's does.
+func profileSigns(profile *v1alpha1.EnvironmentProfile) bool {
+	return profile != nil && profile.Spec.Signing != nil
+}
+
+// placement is where a Claim's render runs and what it mounts and pushes
+// to, with the hints its failures carry.
+type placement struct {
+	ns     string
+	target workerv1.Target
+	hints  map[string]string
+	mounts pipeline.Mounts
+}
+
+// claimPlacement places the render: in the Claim's namespace with the
+// tenant's Secrets, or (adminRun) in the template namespace with the
+// template's, whose names the tenant is not told.
+func claimPlacement(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, templateNS string, adminRun bool) placement {
+	// Violations checked it.
+	repo, _ := claims.TargetRepository(tpl, c)
+	var p placement
 	var t v1alpha1.Target
 	if c.Spec.Target != nil {
 		t = *c.Spec.Target
 	}
-	hints := targetHints(t)
-	hints[workerv1.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
-	var ns string
+	p.hints = targetHints(t)
+	p.hints[workerv1.ReasonTemplateAuth] = fmt.Sprintf("the template repository needs credentials: a platform admin must put them in a Secret of the template namespace and name it in ClaimTemplate %s spec.source.secretRef", tpl.Name)
 	if adminRun {
 		// The render runs in the template namespace, where the template's
 		// (and the profile's) Secrets are; see claims.PrivateTarget.
-		ns = in.TemplateNamespace
+		p.ns = templateNS
 		t.PushSecretRef = tpl.Spec.PushSecretRef
 		// The transport of the admin's credential is the template's, never
 		// the tenant's (claims.PrivateTarget refuses a weaker one).
 		t.PlainHTTP, t.InsecureSkipTLSVerify = tpl.Spec.PushPlainHTTP, tpl.Spec.PushInsecureSkipTLSVerify
-		hints = privateHints(tpl)
+		p.hints = privateHints(tpl)
 	}
 	if tpl.Spec.Private() {
 		// Only the credential keys, never the rest of the Secret. A
@@ -230,64 +280,79 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		// pkg/volume/secret MakePayload) unless the volume is optional,
 		// which skips missing keys; SecretKeys makes it optional, since a
 		// credential uses only some of the keys.
-		m.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, workerv1.TemplateAuthDir, pipeline.GitCredentialKeys...)
+		p.mounts.SecretKeys("template-auth", tpl.Spec.Source.SecretRef.Name, workerv1.TemplateAuthDir, pipeline.GitCredentialKeys...)
 	}
 	if adminRun {
 		// In the template namespace: an admin fixes them, and the tenant is
 		// not told the admin's Secret names.
-		hints[pipeline.ReasonConfigError] = fmt.Sprintf("the render pod in the template namespace cannot start until the Secrets named in ClaimTemplate %s spec.source.secretRef and spec.pushSecretRef exist: a platform admin must create them; the run goes on by itself once they do", tpl.Name)
+		p.hints[pipeline.ReasonConfigError] = fmt.Sprintf("the render pod in the template namespace cannot start until the Secrets named in ClaimTemplate %s spec.source.secretRef and spec.pushSecretRef exist: a platform admin must create them; the run goes on by itself once they do", tpl.Name)
 	} else {
-		hints = configErrorHint(entitlement.SecretRights(c.Namespace, "spec.target", t.PushSecretRef, t.CASecretRef), hints)
+		p.hints = configErrorHint(entitlement.SecretRights(c.Namespace, "spec.target", t.PushSecretRef, t.CASecretRef), p.hints)
 	}
-	hints[workerv1.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
-	target := m.Target(t, repo)
+	p.hints[workerv1.ReasonUndeclaredKind] = fmt.Sprintf("only kinds declared in ClaimTemplate %s spec.kinds may be rendered", tpl.Name)
+	p.target = p.mounts.Target(t, repo)
 	if adminRun && t.PushSecretRef != nil {
 		// The template's Secret, in the template namespace: named by the
 		// template's field, never by its name (see privateHints).
-		m.Source(pipeline.VolumePushAuth, fmt.Sprintf("the push Secret of ClaimTemplate %s spec.pushSecretRef in the template namespace (a platform admin must create it)", tpl.Name))
+		p.mounts.Source(pipeline.VolumePushAuth, fmt.Sprintf("the push Secret of ClaimTemplate %s spec.pushSecretRef in the template namespace (a platform admin must create it)", tpl.Name))
 	}
-	values, params, refs, err := claims.ResolveArtifacts(c, tpl, in.Artifacts)
+	return p
+}
+
+// claimDoc is the worker's document: the template with the bound
+// Artifacts' values and the chosen exposure only. A bound Artifact's
+// digest is part of the returned inputs hash, so a new one renders again.
+func claimDoc(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, artifacts map[string]*v1alpha1.Artifact, target workerv1.Target, hash string) (workerv1.Claim, string, error) {
+	values, params, refs, err := claims.ResolveArtifacts(c, tpl, artifacts)
 	var notReady *claims.ArtifactNotReady
 	switch {
 	case errors.As(err, &notReady):
 		// The Artifact watch brings the Claim back when it is Ready.
-		return pipeline.Work{}, &pipeline.Blocked{Reason: ReasonArtifactNotReady, Message: err.Error(),
+		return workerv1.Claim{}, "", &pipeline.Blocked{Reason: ReasonArtifactNotReady, Message: err.Error(),
 			InputsHash: pipeline.InputsHash([]byte(hash), []byte(err.Error()))}
 	case err != nil:
-		return blocked(claims.ReasonInvalidValues, err)
+		return workerv1.Claim{}, "", &pipeline.Blocked{Reason: claims.ReasonInvalidValues, Message: err.Error(), Permanent: true, InputsHash: hash}
 	}
 	if len(refs) > 0 {
-		// A new digest of a bound Artifact renders again.
 		hash = pipeline.InputsHash([]byte(hash), []byte(strings.Join(refs, "\n")))
 	}
+	// Violations checked it.
+	exposure, _ := claims.CheckExposure(tpl, c.Spec.Exposure)
 	tplSpec := *tpl.Spec.DeepCopy()
 	tplSpec.Parameters = params
 	// The worker applies only the chosen exposure's component.
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
-	doc := workerv1.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
-		Exposure: c.Spec.Exposure, Target: target}
-	if profileSigns {
-		doc.Signing = profileSigning(&m, profile, resourceOf("Claim", c), hints)
+	return workerv1.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
+		Exposure: c.Spec.Exposure, Target: target}, hash, nil
+}
+
+// claimSigning is the signing the render does: the profile's key when it
+// signs, else the Claim's own spec.signing; nil for none.
+func claimSigning(m *pipeline.Mounts, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, profile *v1alpha1.EnvironmentProfile, hints map[string]string) *workerv1.Signing {
+	var s *workerv1.Signing
+	if profileSigns(profile) {
+		s = profileSigning(m, profile, resourceOf("Claim", c), hints)
 	} else {
-		doc.Signing = resourceSigning(&m, c.Spec.Signing, resourceOf("Claim", c), hints)
+		s = resourceSigning(m, c.Spec.Signing, resourceOf("Claim", c), hints)
 	}
-	if doc.Signing != nil {
-		doc.Signing.Template = tpl.Name
+	if s != nil {
+		s.Template = tpl.Name
 	}
+	return s
+}
+
+// profileWorkspace is the render's workspace and resources, from the
+// profile; zero values take the manager's defaults.
+func profileWorkspace(profile *v1alpha1.EnvironmentProfile) (pipeline.WorkspaceParams, *corev1.ResourceRequirements) {
 	var ws pipeline.WorkspaceParams
-	var resources *corev1.ResourceRequirements
-	if profile != nil {
-		doc.Profile = profile.Spec.DeepCopy()
-		resources = profile.Spec.WorkerResources
-		ws.Size = profile.Spec.WorkspaceSize
-		if profile.Spec.StorageClassName != "" {
-			ws.StorageClass = &profile.Spec.StorageClassName
-		}
+	if profile == nil {
+		return ws, nil
 	}
-	return pipeline.Work{
-		Command: "claim", Spec: doc, Mounts: m, InputsHash: hash, Tag: target.Tag,
-		WorkspaceDefaults: ws, Hints: hints, Resources: resources, Namespace: ns,
-	}, nil
+	ws.Size = profile.Spec.WorkspaceSize
+	if profile.Spec.StorageClassName != "" {
+		ws.StorageClass = &profile.Spec.StorageClassName
+	}
+	return ws, profile.Spec.WorkerResources
 }
 
 // cleanupPlacement runs the cleanup Job (deletionPolicy Delete) of a

@@ -27,8 +27,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/redact"
 )
 
 // ReasonUndecodable is the Warning event on a packline object that is

@@ -76,7 +76,9 @@ type GitSource struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(https?|ssh)://')",message="url must start with https://, http:// or ssh://",reason=FieldValueForbidden
 	URL string `json:"url"`
 
-	// ref is a branch, tag or full commit SHA; it is resolved to a commit.
+	// ref is a branch, a tag, a full ref name (refs/…) or a commit SHA (7 to
+	// 40 hex digits); it is resolved to a commit. A full SHA is that commit;
+	// otherwise a name the repository advertises wins, a branch before a tag.
 	// +optional
 	// +kubebuilder:default=main
 	// +kubebuilder:validation:MaxLength=255

@@ -37,7 +37,9 @@ type TemplateSource struct {
 	// +optional
 	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
 
-	// ref is a branch, tag or commit SHA; the resolved commit is recorded on each Claim.
+	// ref is a branch, a tag, a full ref name (refs/…) or a commit SHA (7 to
+	// 40 hex digits), resolved as an Artifact's Git ref is; the resolved
+	// commit is recorded on each Claim.
 	// +optional
 	// +kubebuilder:default=main
 	// +kubebuilder:validation:MaxLength=255

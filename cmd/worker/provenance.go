@@ -3,11 +3,11 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/sign"
@@ -69,20 +69,20 @@ func sourceParams(src v1alpha1.ArtifactSource, hfEndpoint, ns string) (map[strin
 	case src.HuggingFace != nil:
 		hf := src.HuggingFace
 		// As the fetch picks it (source.fetchHF).
-		endpoint := strings.TrimRight(cleanURL(firstNonEmpty(hf.Endpoint, hfEndpoint, source.DefaultHFEndpoint)), "/")
+		endpoint := strings.TrimRight(redact.Public(firstNonEmpty(hf.Endpoint, hfEndpoint, source.DefaultHFEndpoint)), "/")
 		p := map[string]any{"repo": hf.Repo, "revision": hf.Revision, "endpoint": endpoint}
 		setList(p, "include", hf.Include)
 		setList(p, "exclude", hf.Exclude)
 		return map[string]any{"huggingFace": p}, sign.Dependency{Name: hf.Repo, URI: endpoint + "/" + hf.Repo}
 	case src.Git != nil:
-		p := map[string]any{"url": cleanURL(src.Git.URL), "ref": src.Git.Ref, "path": src.Git.Path}
-		return map[string]any{"git": p}, sign.Dependency{URI: "git+" + cleanURL(src.Git.URL) + "@" + src.Git.Ref}
+		p := map[string]any{"url": redact.Public(src.Git.URL), "ref": src.Git.Ref, "path": src.Git.Path}
+		return map[string]any{"git": p}, sign.Dependency{URI: "git+" + redact.Public(src.Git.URL) + "@" + src.Git.Ref}
 	case src.HTTP != nil:
-		p := map[string]any{"url": cleanURL(src.HTTP.URL)}
+		p := map[string]any{"url": redact.Public(src.HTTP.URL)}
 		if src.HTTP.SHA256 != "" {
 			p["sha256"] = src.HTTP.SHA256
 		}
-		return map[string]any{"http": p}, sign.Dependency{URI: cleanURL(src.HTTP.URL)}
+		return map[string]any{"http": p}, sign.Dependency{URI: redact.Public(src.HTTP.URL)}
 	case src.OCI != nil:
 		p := map[string]any{"reference": src.OCI.Reference}
 		if src.OCI.PlainHTTP {
@@ -130,10 +130,10 @@ func claimProvenance(c workerv1.Claim, commit string, started time.Time) sign.Pr
 		}
 	}
 	src := c.Template.Source
-	ext["templateSource"] = map[string]any{"url": cleanURL(src.URL), "ref": src.Ref, "path": src.Path}
+	ext["templateSource"] = map[string]any{"url": redact.Public(src.URL), "ref": src.Ref, "path": src.Path}
 	p := sign.Provenance{
 		BuildType: BuildTypeClaim, External: ext, Internal: internal, StartedOn: started,
-		Resolved: []sign.Dependency{{URI: "git+" + cleanURL(src.URL) + "@" + src.Ref, Digest: revisionDigest(commit)}},
+		Resolved: []sign.Dependency{{URI: "git+" + redact.Public(src.URL) + "@" + src.Ref, Digest: revisionDigest(commit)}},
 	}
 	return builderProvenance(p)
 }
@@ -168,17 +168,6 @@ func revisionDigest(rev string) map[string]string {
 		return map[string]string{"packlineListingSha256": strings.TrimPrefix(rev, "listing:sha256:")}
 	}
 	return nil
-}
-
-// cleanURL drops user info, query and fragment: a pre-signed URL's
-// signature or a token must not be written into a public attestation.
-func cleanURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return ""
-	}
-	u.User, u.RawQuery, u.Fragment, u.ForceQuery = nil, "", "", false
-	return u.String()
 }
 
 func sha256Hex(b []byte) string {

@@ -9,9 +9,9 @@ import (
 	"github.com/opencontainers/go-digest"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/redact"
 	"github.com/packline/packline/jobs/sign"
 )
 
@@ -30,19 +30,6 @@ func TestRevisionDigest(t *testing.T) {
 	} {
 		if diff := cmp.Diff(tc.want, revisionDigest(tc.rev)); diff != "" {
 			t.Errorf("revisionDigest(%q) (-want +got):\n%s", tc.rev, diff)
-		}
-	}
-}
-
-func TestCleanURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://user:pass@example.com/m.tar.gz?X-Amz-Signature=abc#frag": "https://example.com/m.tar.gz",
-		"https://example.com/repo.git":                                    "https://example.com/repo.git",
-		"ssh://git@example.com/repo.git":                                  "ssh://example.com/repo.git",
-		"::not a url":                                                     "",
-	} {
-		if got := cleanURL(in); got != want {
-			t.Errorf("cleanURL(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/packline/packline/api/redact"
 	workerv1 "github.com/packline/packline/api/worker/v1"
-	"github.com/packline/packline/jobs/redact"
 )
 
 // registerSecrets tells package redact every credential this pod carries,

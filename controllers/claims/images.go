@@ -3,8 +3,8 @@ package claims
 import (
 	"fmt"
 
+	"github.com/packline/packline/api/imageref"
 	"github.com/packline/packline/api/v1alpha1"
-	"github.com/packline/packline/jobs/imageref"
 )
 
 // ImageValues checks every value that an Image binding puts into a

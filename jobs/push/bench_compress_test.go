@@ -15,7 +15,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/format"
-	"github.com/packline/packline/jobs/pack"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/test/benchenv"
 	"github.com/packline/packline/test/regtest"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
-	"github.com/packline/packline/jobs/pack"
+	"github.com/packline/packline/jobs/internal/pack"
 )
 
 // cache remembers the digest of each layer keyed by what went into it (names,

@@ -12,8 +12,8 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // TestLikeKitInitAndPack: a folder shaped like a Hugging Face repository

@@ -11,8 +11,8 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/format"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // layerPlan is one layer to write: its media type, its tar entries, and

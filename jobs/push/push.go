@@ -13,7 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"slices"
 	"time"
@@ -21,15 +20,14 @@ import (
 	"github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"golang.org/x/sync/errgroup"
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/format"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // Options say how to pack and push.
@@ -119,155 +117,43 @@ type Stats struct {
 	ImageBytes int64
 }
 
+// add counts the layers of s into st.
+func (st *Stats) add(s Stats) {
+	st.Layers += s.Layers
+	st.Uploaded += s.Uploaded
+	st.Skipped += s.Skipped
+	st.Mounted += s.Mounted
+	st.UploadedBytes += s.UploadedBytes
+	st.Prehashed += s.Prehashed
+}
+
 // Push packs kf's entries under root and pushes them to repo. For a
 // ModelKit, kf's layer infos are filled in. It returns the manifest's
 // descriptor.
 func Push(ctx context.Context, repo *remote.Repository, root string, kf *kitfile.Kitfile, o Options) (ocispec.Descriptor, Stats, error) {
-	if o.Concurrency <= 0 {
-		o.Concurrency = 5
-	}
-	if o.Format == "" {
-		o.Format = v1alpha1.FormatModelKit
-	}
-	if err := format.CheckCompression(o.Compression); err != nil {
-		return ocispec.Descriptor{}, Stats{}, failure.Permanent(workerv1.ReasonInvalidSpec, err)
+	o, err := withDefaults(o)
+	if err != nil {
+		return ocispec.Descriptor{}, Stats{}, err
 	}
 	plan, err := planLayers(root, kf, o)
 	if err != nil {
 		return ocispec.Descriptor{}, Stats{}, failure.Permanent(workerv1.ReasonPackFailed, err)
 	}
-	layers := make([]ocispec.Descriptor, len(plan))
-	diffIDs := make([]digest.Digest, len(plan))
-	keys := make([]string, len(plan))
-	done := make([]bool, len(plan))
-	var st Stats
-	stats := make(chan Stats, len(plan))
-	logf := func(format string, args ...any) {
-		if o.Log != nil {
-			fmt.Fprintf(o.Log, format, args...)
-		}
-	}
-	set := func(i int, desc ocispec.Descriptor, diffID digest.Digest) {
-		l := plan[i]
-		desc.Annotations = l.annotations
-		layers[i], diffIDs[i] = desc, diffID
-		if l.info != nil {
-			*l.info = &kitfile.LayerInfo{Digest: desc.Digest.String(), DiffID: diffID.String()}
-		}
-	}
-
+	r := newRun(repo, plan, o)
 	// First the layers an earlier push holds: a HEAD each, or a mount.
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(o.Concurrency, 8))
-	for i, l := range plan {
-		keys[i] = layerKey(l.mediaType, l.items, o.FileID)
-		g.Go(func() error {
-			prev, mounted, ok, err := reuse(gctx, repo, o.Previous, keys[i], l.mediaType)
-			if err != nil {
-				return fmt.Errorf("layer %s: %w", l.path, err)
-			}
-			if !ok {
-				return nil
-			}
-			set(i, prev.desc, prev.diffID)
-			done[i] = true
-			s := Stats{Layers: 1, Skipped: 1}
-			verb := "already present"
-			if mounted {
-				s.Mounted, verb = 1, "mounted from "+prev.repo
-			}
-			stats <- s
-			logf("layer %s %s (%s, %d bytes)\n", l.path, verb, prev.desc.Digest, prev.desc.Size)
-			return nil
-		})
+	if err := r.reuseLayers(ctx); err != nil {
+		return ocispec.Descriptor{}, Stats{}, failure.Registry(err)
 	}
-	if err := g.Wait(); err != nil {
-		return ocispec.Descriptor{}, st, failure.Registry(err)
+	pre := prehash(plan, r.done, o)
+	if err := complete(ctx, plan, r.done, o.Complete, pre.tee); err != nil {
+		return ocispec.Descriptor{}, Stats{}, err
 	}
-	pre := prehash(plan, done, o)
-	if err := complete(ctx, plan, done, o.Complete, pre.tee); err != nil {
-		return ocispec.Descriptor{}, st, err
-	}
-
 	// Then the others, streamed from the files.
-	c := openCache(o.CacheDir)
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(o.Concurrency)
-	for i, l := range plan {
-		if done[i] {
-			continue
-		}
-		g.Go(func() error {
-			// A layer with a key was looked up by it already; the local
-			// cache keys on inodes, which a lazy source's placeholders
-			// (replaced after planning) would make meaningless.
-			lc := c
-			if keys[i] != "" {
-				lc = openCache("")
-			}
-			desc, diffID, s, err := pushLayer(gctx, repo, lc, l.mediaType, l.items, o.Compression, pre.layers[i])
-			if err != nil {
-				return fmt.Errorf("layer %s: %w", l.path, err)
-			}
-			set(i, desc, diffID)
-			stats <- s
-			verb := "uploaded"
-			if s.Skipped > 0 {
-				verb = "already present"
-			}
-			logf("layer %s %s (%s, %d bytes)\n", l.path, verb, desc.Digest, desc.Size)
-			return nil
-		})
+	if err := r.uploadLayers(ctx, pre); err != nil {
+		return ocispec.Descriptor{}, r.st, failure.Registry(err)
 	}
-	err = g.Wait()
-	close(stats)
-	for s := range stats {
-		st.Layers += s.Layers
-		st.Uploaded += s.Uploaded
-		st.Skipped += s.Skipped
-		st.Mounted += s.Mounted
-		st.UploadedBytes += s.UploadedBytes
-		st.Prehashed += s.Prehashed
-	}
-	if saveErr := c.save(); saveErr != nil {
-		logf("warning: layer cache not saved: %v\n", saveErr)
-	}
-	if err != nil {
-		return ocispec.Descriptor{}, st, failure.Registry(err)
-	}
-	if o.InputKey != "" {
-		o.Annotations = withAnnotation(o.Annotations, AnnotationInput, o.InputKey)
-	}
-	notes := ""
-	if slices.ContainsFunc(keys, func(k string) bool { return k != "" }) {
-		notes = layerNotes(keys, layers, diffIDs)
-		if !o.LocalFileIDs {
-			o.Annotations = withAnnotation(o.Annotations, AnnotationLayerKeys, notes)
-		}
-	}
-	if o.BeforeManifest != nil {
-		if err := o.BeforeManifest(); err != nil {
-			return ocispec.Descriptor{}, st, err
-		}
-	}
-
-	manifest, err := buildManifest(ctx, repo, kf, plan, layers, diffIDs, o)
-	if err != nil {
-		return ocispec.Descriptor{}, st, failure.Registry(err)
-	}
-	img, ist, err := pushImageView(ctx, repo, manifest.Digest, layers, diffIDs, ImageArch(o.ImageArch))
-	if err != nil {
-		return ocispec.Descriptor{}, st, failure.Registry(fmt.Errorf("image view: %w", err))
-	}
-	st.Image, st.ImageBytes = img, ist.ExtraBytes
-	logf("image view %s tagged %s (%d bytes added: config and manifest; no layer)\n", img.Digest, ImageTag(manifest.Digest), ist.ExtraBytes)
-	if o.LocalFileIDs && notes != "" {
-		// Without them the next run reads every file again; nothing else.
-		if err := pushSideKeys(ctx, repo, manifest.Digest, notes); err != nil {
-			logf("warning: layer keys not saved as %s: %v\n", KeysTag(manifest.Digest), err)
-		}
-	}
-	return manifest, st, nil
+	manifest, err := r.pushManifest(ctx, kf)
+	return manifest, r.st, err
 }
 
 // prehashes are the layers still to write whose digest is known or will

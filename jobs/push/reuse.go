@@ -18,7 +18,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
-	"github.com/packline/packline/jobs/pack"
+	"github.com/packline/packline/jobs/internal/pack"
 )
 
 // AnnotationLayerKeys is the manifest annotation that maps each layer to

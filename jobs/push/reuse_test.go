@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/packline/packline/jobs/pack"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/registry"
 	"github.com/packline/packline/test/regtest"
 )

@@ -20,7 +20,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 	"oras.land/oras-go/v2/registry/remote/errcode"
 
-	"github.com/packline/packline/jobs/pack"
+	"github.com/packline/packline/jobs/internal/pack"
 )
 
 // streamBlob uploads what write produces without knowing its digest first:

@@ -8,11 +8,11 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitauth"
-	"github.com/packline/packline/jobs/render/source"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 )
 
 // URLs with credentials in them, as the ClaimTemplate's CEL rules refuse
@@ -33,13 +33,13 @@ func templateAuth(t v1alpha1.ClaimTemplateSpec, dir string) (transport.AuthMetho
 	for _, re := range embeddedCredentials {
 		if re.MatchString(url) {
 			return nil, failure.Permanent(workerv1.ReasonInvalidSpec, fmt.Errorf(
-				"the ClaimTemplate's spec.source.url (%s) embeds credentials: put them in a Secret of the template namespace and name it in spec.source.secretRef", source.Redact(url)))
+				"the ClaimTemplate's spec.source.url (%s) embeds credentials: put them in a Secret of the template namespace and name it in spec.source.secretRef", redact.Public(url)))
 		}
 	}
 	if !t.Private() {
 		return nil, nil
 	}
-	auth, err := gitauth.Load(dir, url, workerv1.ReasonTemplateAuth)
+	auth, err := gitrepo.LoadAuth(dir, url, workerv1.ReasonTemplateAuth)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func templateAuth(t v1alpha1.ClaimTemplateSpec, dir string) (transport.AuthMetho
 		// empty one here: name it, so the admin can check which.
 		return nil, failure.Permanent(workerv1.ReasonTemplateAuth, fmt.Errorf(
 			"spec.source.secretRef: the Secret %q of the ClaimTemplate (in the manager's template namespace) does not exist or holds no credential for %s: it needs %s",
-			t.Source.SecretRef.Name, source.Redact(url), want))
+			t.Source.SecretRef.Name, redact.Public(url), want))
 	}
 	return auth, nil
 }

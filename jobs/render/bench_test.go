@@ -15,8 +15,8 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/jobs/render"
-	"github.com/packline/packline/jobs/render/build"
-	"github.com/packline/packline/jobs/render/overlay"
+	"github.com/packline/packline/jobs/render/internal/build"
+	"github.com/packline/packline/jobs/render/internal/overlay"
 )
 
 // BenchmarkCodeServerClaim times rendering the code-server claim (NodePort

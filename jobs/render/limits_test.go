@@ -11,7 +11,7 @@ import (
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render"
-	"github.com/packline/packline/jobs/render/build"
+	"github.com/packline/packline/jobs/render/internal/build"
 	"github.com/packline/packline/jobs/render/source"
 )
 

@@ -24,9 +24,9 @@ import (
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/render/archive"
-	"github.com/packline/packline/jobs/render/build"
-	"github.com/packline/packline/jobs/render/overlay"
-	"github.com/packline/packline/jobs/render/postrender"
+	"github.com/packline/packline/jobs/render/internal/build"
+	"github.com/packline/packline/jobs/render/internal/overlay"
+	"github.com/packline/packline/jobs/render/internal/postrender"
 	"github.com/packline/packline/jobs/render/source"
 )
 

@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	"oras.land/oras-go/v2"
 
+	"github.com/packline/packline/api/redact"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
 	"github.com/packline/packline/jobs/registry"
@@ -64,7 +65,7 @@ func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, err
 	}
 	art := publish.Artifact{
 		Layer:    layer,
-		Source:   source.Redact(c.Template.Source.URL),
+		Source:   redact.Public(c.Template.Source.URL),
 		Revision: Revision(rev),
 		Created:  rev.Time,
 	}

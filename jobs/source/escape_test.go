@@ -9,8 +9,8 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 	"github.com/packline/packline/test/gitserver"
 )
 

@@ -57,6 +57,10 @@ func TestGit(t *testing.T) {
 		{"main", "", second, map[string][]byte{"model/w.gguf": []byte("v2"), "README.md": []byte("r")}},
 		{"v1", "model", first, map[string][]byte{"w.gguf": []byte("v1")}},
 		{first, "", first, map[string][]byte{"model/w.gguf": []byte("v1"), "README.md": []byte("r")}},
+		// The rule a ClaimTemplate's ref follows (see gitrepo.Pick): a full
+		// ref name and an abbreviated SHA.
+		{"refs/tags/v1", "model", first, map[string][]byte{"w.gguf": []byte("v1")}},
+		{first[:12], "model", first, map[string][]byte{"w.gguf": []byte("v1")}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.ref, func(t *testing.T) {

@@ -13,11 +13,12 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/packline/packline/api/redact"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/kitfile"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // fetchHTTP downloads one file, checks its sha256 if given, and extracts it
@@ -55,7 +56,7 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		return Fetched{}, err
 	}
 	if s.SHA256 != "" && sum != s.SHA256 {
-		return Fetched{}, failure.Permanent(workerv1.ReasonChecksum, fmt.Errorf("download of %s has sha256 %s, want %s", redact(u), sum, s.SHA256))
+		return Fetched{}, failure.Permanent(workerv1.ReasonChecksum, fmt.Errorf("download of %s has sha256 %s, want %s", redact.Public(u.String()), sum, s.SHA256))
 	}
 	root, err := srcDir(env, "src")
 	if err != nil {
@@ -90,7 +91,7 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 	if err != nil {
 		return Fetched{}, failure.Permanent(workerv1.ReasonSourceFailed, err)
 	}
-	out := Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact(u), Time: modified, FileIDs: ids}
+	out := Fetched{Root: root, Revision: "sha256:" + sum, Name: name, URL: redact.Public(u.String()), Time: modified, FileIDs: ids}
 	if pre != nil {
 		out.Prehashed = []*pack.Prehash{pre}
 	}
@@ -134,7 +135,7 @@ func download(ctx context.Context, c *http.Client, rawURL, file string, tee func
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		u, _ := url.Parse(rawURL)
-		return "", time.Time{}, failure.HTTPStatus(resp.StatusCode, fmt.Errorf("GET %s: %s", redact(u), resp.Status))
+		return "", time.Time{}, failure.HTTPStatus(resp.StatusCode, fmt.Errorf("GET %s: %s", redact.Public(u.String()), resp.Status))
 	}
 	f, err := os.Create(file)
 	if err != nil {
@@ -154,14 +155,4 @@ func download(ctx context.Context, c *http.Client, rawURL, file string, tee func
 	}
 	modified, _ := http.ParseTime(resp.Header.Get("Last-Modified"))
 	return hex.EncodeToString(h.Sum(nil)), modified, nil
-}
-
-// redact drops user info and the query, where signed URLs carry secrets.
-func redact(u *url.URL) string {
-	if u == nil {
-		return ""
-	}
-	c := *u
-	c.User, c.RawQuery = nil, ""
-	return c.String()
 }

@@ -4,12 +4,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
-	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/storage/memory"
-
 	"github.com/packline/packline/api/v1alpha1"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 )
 
 // Identify names, without fetching any content, the revision a Fetch of s
@@ -29,36 +25,13 @@ func Identify(ctx context.Context, s v1alpha1.ArtifactSource, env Env) (revision
 	return "", false
 }
 
+// gitCommit is the commit a fetch of s would check out, where the remote's
+// refs name it (see gitrepo.Resolve).
 func gitCommit(ctx context.Context, s v1alpha1.GitSource, env Env) (string, bool) {
-	ref := firstOf(s.Ref, "main")
-	if regexpSHA.MatchString(ref) {
-		return ref, true
-	}
 	auth, err := gitAuth(env.SourceAuthDir, s.URL)
 	if err != nil {
 		return "", false
 	}
-	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{s.URL}})
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
-	if err != nil {
-		return "", false
-	}
-	byName := map[string]string{}
-	for _, r := range refs {
-		if r.Type() == plumbing.HashReference {
-			byName[r.Name().String()] = r.Hash().String()
-		}
-	}
-	// The same order as fetchGit: a branch, then a tag; an annotated tag
-	// is peeled to its commit, which is what the clone checks out.
-	for _, name := range []string{
-		plumbing.NewBranchReferenceName(ref).String(),
-		plumbing.NewTagReferenceName(ref).String() + "^{}",
-		plumbing.NewTagReferenceName(ref).String(),
-	} {
-		if h, ok := byName[name]; ok {
-			return h, true
-		}
-	}
-	return "", false
+	commit, ok, err := gitrepo.Resolve(ctx, s.URL, s.Ref, auth)
+	return commit, ok && err == nil
 }

@@ -199,16 +199,3 @@ func TestDownloadModes(t *testing.T) {
 		t.Errorf("time %v url %q (the query must be dropped)", got.Time, got.URL)
 	}
 }
-
-func TestPublicURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"https://user:token@github.com/org/repo.git": "https://github.com/org/repo.git",
-		"https://example.com/w.gguf?sig=secret#frag": "https://example.com/w.gguf#frag",
-		"git@github.com:org/repo.git":                "github.com:org/repo.git",
-		"ssh://git@github.com/org/repo.git":          "ssh://github.com/org/repo.git",
-	} {
-		if got := publicURL(in); got != want {
-			t.Errorf("publicURL(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

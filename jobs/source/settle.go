@@ -2,10 +2,8 @@ package source
 
 import (
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 )
 
@@ -59,18 +57,4 @@ func archiveMode(m fs.FileMode, dir bool) fs.FileMode {
 		return m.Perm() | 0o700
 	}
 	return m.Perm() | 0o400
-}
-
-// publicURL drops credentials and the query (where signed URLs carry
-// secrets) from a source URL, for annotations. A scp-like Git address
-// ("git@host:org/repo") loses its user.
-func publicURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		if i := strings.Index(raw, "@"); i >= 0 && !strings.Contains(raw[:i], "/") {
-			return raw[i+1:]
-		}
-		return raw
-	}
-	return redact(u)
 }

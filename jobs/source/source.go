@@ -15,8 +15,8 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/internal/pack"
 	"github.com/packline/packline/jobs/netx"
-	"github.com/packline/packline/jobs/pack"
 )
 
 // Env is where a fetch reads and writes. The worker fills it from
@@ -124,4 +124,14 @@ func srcDir(env Env, name string) (string, error) {
 		return "", err
 	}
 	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// firstOf returns the first value that is not empty.
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
 }

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/packline/packline/jobs/redact"
+	"github.com/packline/packline/api/redact"
 )
 
 // MaxResultBytes is the kubelet's limit on a termination message.
@@ -183,7 +183,7 @@ func ParseResult(b []byte) (Result, error) {
 
 // MarshalResult encodes r within MaxResultBytes, shortening the error message if needed
 // so a long error never loses the whole result. The error message is
-// redacted first (see jobs/redact): every failure the worker reports
+// redacted first (see api/redact): every failure the worker reports
 // passes through here, so no credential reaches the termination message,
 // and from there status, events or logs.
 func MarshalResult(r Result) ([]byte, error) {

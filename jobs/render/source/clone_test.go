@@ -14,7 +14,7 @@ import (
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitauth"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 	"github.com/packline/packline/jobs/render/source"
 	"github.com/packline/packline/test/gitserver"
 )
@@ -124,7 +124,7 @@ func TestFetchFailures(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			auth, err := gitauth.Load(tc.authDir, tc.url, workerv1.ReasonSourceAuth)
+			auth, err := gitrepo.LoadAuth(tc.authDir, tc.url, workerv1.ReasonSourceAuth)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,10 +148,3 @@ func TestFetchFailures(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
-
-func TestRedact(t *testing.T) {
-	got := source.Redact("https://user:tok@git.example.com/org/repo.git")
-	if want := "https://git.example.com/org/repo.git"; got != want {
-		t.Errorf("Redact = %q, want %q", got, want)
-	}
-}

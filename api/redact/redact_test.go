@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestString(t *testing.T) {
@@ -89,5 +91,38 @@ func TestWriter(t *testing.T) {
 	}
 	if got := b.String(); strings.Contains(got, "MARKER") || !strings.Contains(got, " ok\nsecond Bearer ") {
 		t.Errorf("wrote %q", got)
+	}
+}
+
+// TestPublic holds the form every recorded source URL takes: no userinfo,
+// query or fragment, whatever the scheme or shape.
+func TestPublic(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://user:token@github.com/org/repo.git", "https://github.com/org/repo.git"},
+		{"https://user:tok@host/repo.git?token=x", "https://host/repo.git"},
+		{"https://example.com/w.gguf?sig=secret#frag", "https://example.com/w.gguf"},
+		{"https://user:pass@example.com/m.tar.gz?X-Amz-Signature=abc#frag", "https://example.com/m.tar.gz"},
+		{"https://huggingface.co/org/model", "https://huggingface.co/org/model"},
+		{"https://host/path@v1", "https://host/path@v1"}, // an '@' in the path is no userinfo
+		{"ssh://git@github.com/org/repo.git", "ssh://github.com/org/repo.git"},
+		{"git@github.com:org/repo.git", "github.com:org/repo.git"},
+		{"file:///tmp/repo", "file:///tmp/repo"},
+		{"", ""},
+	} {
+		if diff := cmp.Diff(tc.want, Public(tc.in)); diff != "" {
+			t.Errorf("Public(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+func TestURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://user:tok@host/repo.git?token=x#f", "https://" + Mask + "@host/repo.git?" + Mask},
+		{"https://host/repo.git", "https://host/repo.git"},
+		{"not a url", "not a url"},
+	} {
+		if diff := cmp.Diff(tc.want, URL(tc.in)); diff != "" {
+			t.Errorf("URL(%q) (-want +got):\n%s", tc.in, diff)
+		}
 	}
 }

@@ -1,4 +1,4 @@
-// Package gitauth loads Git credentials from a mounted Secret: the keys
+// LoadAuth reads Git credentials from a mounted Secret: the keys
 // "token", or "username" and "password", for HTTP(S); "ssh-privatekey" and
 // "known_hosts" (and an optional "username", and "password" as the key's
 // passphrase) for SSH. An Artifact's Git source and a private ClaimTemplate
@@ -9,9 +9,10 @@
 // repository's origin: its HTTP transport strips credentials from a
 // redirect that leaves the origin (scheme, host and port; only http to
 // https on the default ports may upgrade) and drops them from the session,
-// and follows redirects only on the first request (see gitauth_test.go,
+// and follows redirects only on the first request (see auth_test.go,
 // which holds that behaviour in place against a redirect to another host).
-package gitauth
+
+package gitrepo
 
 import (
 	"errors"
@@ -27,12 +28,12 @@ import (
 	"github.com/packline/packline/jobs/failure"
 )
 
-// Load reads the credential for url from dir. A missing or empty dir, or
+// LoadAuth reads the credential for url from dir. A missing or empty dir, or
 // one without any credential key for url's scheme, means anonymous access
 // (nil, nil). Unusable credentials (an unreadable file, a key that does not
 // parse, an SSH key without known_hosts) are a permanent failure with
 // reason; what names the Secret is the caller's hint.
-func Load(dir, url, reason string) (transport.AuthMethod, error) {
+func LoadAuth(dir, url, reason string) (transport.AuthMethod, error) {
 	if dir == "" {
 		return nil, nil
 	}

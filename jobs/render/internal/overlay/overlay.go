@@ -25,7 +25,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/render/guard"
+	"github.com/packline/packline/jobs/render/internal/guard"
 )
 
 // Input is what the overlay is made from.

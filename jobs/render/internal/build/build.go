@@ -18,8 +18,8 @@ import (
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/render/guard"
-	"github.com/packline/packline/jobs/render/overlay"
+	"github.com/packline/packline/jobs/render/internal/guard"
+	"github.com/packline/packline/jobs/render/internal/overlay"
 	"github.com/packline/packline/jobs/render/source"
 )
 

@@ -1,4 +1,4 @@
-package gitauth_test
+package gitrepo_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/gitauth"
+	"github.com/packline/packline/jobs/internal/gitrepo"
 	"github.com/packline/packline/test/gitserver"
 )
 
@@ -84,7 +84,7 @@ func TestLoad(t *testing.T) {
 			if tc.files != nil {
 				dir = secretDir(t, tc.files)
 			}
-			got, err := gitauth.Load(dir, tc.url, reason)
+			got, err := gitrepo.LoadAuth(dir, tc.url, reason)
 			if tc.wantErr != "" {
 				var fe *failure.Error
 				if !errors.As(err, &fe) || fe.Reason != reason || !fe.Permanent || !strings.Contains(err.Error(), tc.wantErr) {
@@ -158,7 +158,7 @@ func TestCredentialsDoNotFollowARedirectToAnotherHost(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	origin := "http://" + l.Addr().String() + "/templates.git"
 
-	auth, err := gitauth.Load(secretDir(t, map[string]string{"username": "alice", "password": password}), origin, reason)
+	auth, err := gitrepo.LoadAuth(secretDir(t, map[string]string{"username": "alice", "password": password}), origin, reason)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 	"sigs.k8s.io/kustomize/api/resource"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
 
+	"github.com/packline/packline/api/imageref"
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
-	"github.com/packline/packline/jobs/imageref"
 )
 
 // Bindings checks that every bound target exists and applies the Image,

@@ -121,29 +121,74 @@ func String(s string) string {
 	return s
 }
 
-// URL redacts one URL: its userinfo, query and fragment are replaced by
-// the mask, scheme, host and path are kept. It works on the raw text, so a
-// URL that net/url refuses (a malformed pre-signed URL, a password with a
-// slash) is redacted too, up to what its text makes plain.
+// URL redacts one URL for a message: its userinfo, query and fragment are
+// replaced by the mask, scheme, host and path are kept. It works on the
+// raw text, so a URL that net/url refuses (a malformed pre-signed URL, a
+// password with a slash) is redacted too, up to what its text makes plain.
 func URL(raw string) string {
-	i := strings.Index(raw, "://")
-	if i < 0 {
+	p, ok := split(raw)
+	if !ok {
 		return raw
 	}
-	scheme, rest := raw[:i+3], raw[i+3:]
-	var tail string
-	// Query and fragment: drop from the first '?' or '#'.
-	if j := strings.IndexAny(rest, "?#"); j >= 0 {
-		tail = rest[j:j+1] + Mask
-		rest = rest[:j]
+	if p.user {
+		p.rest = Mask + "@" + p.rest
+	}
+	if p.tail != "" {
+		p.rest += p.tail[:1] + Mask
+	}
+	return p.scheme + p.rest
+}
+
+// Public is a source URL as it may be recorded where anyone reads it (an
+// artifact's source annotation, a provenance): userinfo, query and
+// fragment are dropped, not masked, so the record names the place and
+// nothing else. A scp-like Git address ("git@host:org/repo") loses its
+// user too.
+func Public(raw string) string {
+	p, ok := split(raw)
+	if !ok {
+		p = scpLike(raw)
+	}
+	return p.scheme + p.rest
+}
+
+// parts are a URL's text cut where a credential may start.
+type parts struct {
+	scheme string // "https://", with the separator
+	rest   string // host and path, without userinfo
+	user   bool   // rest had a userinfo
+	tail   string // the query and fragment, from the first '?' or '#'
+}
+
+func split(raw string) (parts, bool) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return parts{}, false
+	}
+	p := parts{scheme: raw[:i+3], rest: raw[i+3:]}
+	// Query and fragment: from the first '?' or '#'.
+	if j := strings.IndexAny(p.rest, "?#"); j >= 0 {
+		p.rest, p.tail = p.rest[:j], p.rest[j:]
 	}
 	// Userinfo ends at the last '@' of the authority (before the path).
-	auth := rest
-	if j := strings.IndexByte(rest, '/'); j >= 0 {
-		auth = rest[:j]
+	auth := p.rest
+	if j := strings.IndexByte(p.rest, '/'); j >= 0 {
+		auth = p.rest[:j]
 	}
 	if at := strings.LastIndexByte(auth, '@'); at >= 0 {
-		rest = Mask + rest[at:]
+		p.rest, p.user = p.rest[at+1:], true
 	}
-	return scheme + rest + tail
+	return p, true
+}
+
+// scpLike cuts "user@host:path" (no scheme) like split does a URL.
+func scpLike(raw string) parts {
+	p := parts{rest: raw}
+	if j := strings.IndexAny(p.rest, "?#"); j >= 0 {
+		p.rest, p.tail = p.rest[:j], p.rest[j:]
+	}
+	if at := strings.IndexByte(p.rest, '@'); at >= 0 && !strings.Contains(p.rest[:at], "/") {
+		p.rest, p.user = p.rest[at+1:], true
+	}
+	return p
 }

@@ -10,8 +10,8 @@ import (
 
 	"sigs.k8s.io/kustomize/api/types"
 
-	"github.com/packline/packline/jobs/render/build"
-	"github.com/packline/packline/jobs/render/overlay"
+	"github.com/packline/packline/jobs/render/internal/build"
+	"github.com/packline/packline/jobs/render/internal/overlay"
 	"github.com/packline/packline/jobs/render/source"
 	"github.com/packline/packline/test/gitserver"
 )
