@@ -135,11 +135,15 @@ bench: k8s-assets registry flux cosign kueue ## Run the benchmarks; they print r
 # (make node-assets); empty, on the process node.
 NODE ?=
 
+# The demo's kubeconfig, at a fixed path so a second terminal finds it
+# (docs/tutorials); removed when the demo stops.
+DEMO_KUBECONFIG ?= $(CURDIR)/bin/demo.kubeconfig
+
 .PHONY: demo
 demo: build k8s-assets registry flux $(if $(filter real,$(NODE)),node-assets) ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after, NODE=real runs a real node.
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
 		$(if $(filter real,$(NODE)),$(NODE_ENV)) \
-		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(if $(NODE),--node=$(NODE)) $(DEMO_FLAGS)
+		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker --write-kubeconfig=$(DEMO_KUBECONFIG) $(if $(NODE),--node=$(NODE)) $(DEMO_FLAGS)
 
 .PHONY: test-node
 test-node: k8s-assets registry flux node-assets ## Run the real-node tests (test/realnode): pods in containers under a kubelet, containerd and runc. Needs root.
