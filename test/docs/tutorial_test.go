@@ -23,8 +23,8 @@ func TestParseTutorial(t *testing.T) {
 		blocks   []block
 		problems []string
 	}{{
-		name: "commands, continuations, heredocs, comments",
-		text: "# T\n<!-- tutorial: requires a.md -->\n```sh\n# a comment\nexport A=1\n\nkubectl get \\\n  pods\nkubectl apply -f - <<'EOF'\nkind: X\n\nEOF\n```\n",
+		name:     "commands, continuations, heredocs, comments",
+		text:     "# T\n<!-- tutorial: requires a.md -->\n```sh\n# a comment\nexport A=1\n\nkubectl get \\\n  pods\nkubectl apply -f - <<'EOF'\nkind: X\n\nEOF\n```\n",
 		requires: []string{"a.md"},
 		blocks: []block{{Mode: Run, Commands: []Command{
 			{Line: 5, Text: "export A=1"},
