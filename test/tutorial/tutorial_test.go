@@ -78,7 +78,7 @@ type demo struct {
 // Deadlines. The demo's first start in a clone compiles the manager,
 // worker, sandbox and plugin; later ones reuse the Go build cache.
 const (
-	demoReady  = 10 * time.Minute
+	demoReady  = 15 * time.Minute
 	oneCommand = 4 * time.Minute
 )
 
