@@ -22,6 +22,10 @@ import (
 //     the tutorial.
 //   - `<!-- tutorial: requires FILE.md -->` anywhere in a tutorial runs
 //     FILE.md's commands first, on the same demo.
+//   - A ```text block right after a ```sh block (nothing but blank lines
+//     between) is what its last command prints: each of its lines must be
+//     a line of the output, spaces collapsed, so shown output cannot rot
+//     either. Show only what stays the same between runs there.
 //
 // Any other block that holds commands (```bash, ```shell, ```console, a
 // fence without a language, or a `$ ` prompt line in a ```text block) is
@@ -53,6 +57,9 @@ type Block struct {
 	Reason   string         // Skip
 	Ready    *regexp.Regexp // Background
 	Commands []Command
+	// Output is the ```text block that follows, if any: lines the last
+	// command's output must hold.
+	Output []string
 }
 
 // Tutorial is a tutorial's blocks in file order and the tutorials it
@@ -88,6 +95,9 @@ func ParseTutorial(file, text string) (Tutorial, []string) {
 	lines := strings.Split(text, "\n")
 	var pending *Block // set by a marker, for the next fence
 	pendingLine := 0
+	// Line indexes of the closing fences of the last block and of the
+	// last ```sh block, to find a ```text block that follows one.
+	lastFenceEnd, lastShEnd := -1, -2
 	for i := 0; i < len(lines); i++ {
 		trimmed := strings.TrimSpace(lines[i])
 		if m := markerRE.FindStringSubmatch(trimmed); m != nil {
@@ -136,6 +146,15 @@ func ParseTutorial(file, text string) (Tutorial, []string) {
 		}
 		b := pending
 		pending = nil
+		if lang == "text" && len(t.Blocks) > 0 && lastFenceEnd == lastShEnd && onlyBlank(lines[lastShEnd+1:fence-1]) {
+			prev := &t.Blocks[len(t.Blocks)-1]
+			for _, l := range body {
+				if strings.TrimSpace(l) != "" {
+					prev.Output = append(prev.Output, l)
+				}
+			}
+		}
+		lastFenceEnd = i
 		switch {
 		case lang == "sh":
 			if b == nil {
@@ -151,6 +170,7 @@ func ParseTutorial(file, text string) (Tutorial, []string) {
 				bad(fence, "a background block holds one command, not %d", len(cmds))
 			}
 			t.Blocks = append(t.Blocks, *b)
+			lastShEnd = i
 		case b != nil:
 			bad(fence, "a tutorial marker stands before a ```%s block: only ```sh blocks hold commands", lang)
 		case shellLangs[lang]:
@@ -167,6 +187,32 @@ func ParseTutorial(file, text string) (Tutorial, []string) {
 		bad(pendingLine, "a tutorial marker must stand right before a ```sh block")
 	}
 	return t, problems
+}
+
+func onlyBlank(lines []string) bool {
+	for _, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// MissingOutput is the lines of want (a ```text block) that are not lines
+// of got, comparing with runs of spaces collapsed and ends trimmed.
+func MissingOutput(want []string, got string) []string {
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	have := map[string]bool{}
+	for _, l := range strings.Split(got, "\n") {
+		have[norm(l)] = true
+	}
+	var missing []string
+	for _, l := range want {
+		if !have[norm(l)] {
+			missing = append(missing, l)
+		}
+	}
+	return missing
 }
 
 // splitCommands joins a ```sh block's lines into commands: `\` at the end

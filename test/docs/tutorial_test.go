@@ -15,6 +15,7 @@ func TestParseTutorial(t *testing.T) {
 		Reason   string
 		Ready    string
 		Commands []Command
+		Output   []string
 	}
 	for _, tc := range []struct {
 		name     string
@@ -37,6 +38,14 @@ func TestParseTutorial(t *testing.T) {
 		blocks: []block{
 			{Mode: Skip, Reason: "krew needs a release", Commands: []Command{{Line: 3, Text: "kubectl krew install x"}}},
 			{Mode: Background, Ready: "sandbox: running", Commands: []Command{{Line: 7, Text: "make demo"}}},
+		},
+	}, {
+		name: "a text block right after a sh block is its output; one after prose or yaml is not",
+		text: "```sh\na\nb\n```\n\n```text\nNAME  READY\n\nx     True\n```\n```sh\nc\n```\nprose\n```text\nnot c's\n```\n```sh\nd\n```\n```yaml\nk: v\n```\n```text\nnot d's\n```\n",
+		blocks: []block{
+			{Mode: Run, Commands: []Command{{Line: 2, Text: "a"}, {Line: 3, Text: "b"}}, Output: []string{"NAME  READY", "x     True"}},
+			{Mode: Run, Commands: []Command{{Line: 12, Text: "c"}}},
+			{Mode: Run, Commands: []Command{{Line: 19, Text: "d"}}},
 		},
 	}, {
 		name:   "yaml, text output and other languages are not commands",
@@ -72,7 +81,7 @@ func TestParseTutorial(t *testing.T) {
 			got, problems := ParseTutorial("t.md", tc.text)
 			var blocks []block
 			for _, b := range got.Blocks {
-				bb := block{Mode: b.Mode, Reason: b.Reason, Commands: b.Commands}
+				bb := block{Mode: b.Mode, Reason: b.Reason, Commands: b.Commands, Output: b.Output}
 				if b.Ready != nil {
 					bb.Ready = b.Ready.String()
 				}
@@ -88,6 +97,14 @@ func TestParseTutorial(t *testing.T) {
 				t.Errorf("problems (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+func TestMissingOutput(t *testing.T) {
+	got := "NAME         READY  VALUES\ncode-server  True   replicas:integer  \nError: refused:\n  spec.values.replicas: maximum: got 9, want 3\n"
+	want := []string{"NAME READY VALUES", "code-server  True  replicas:integer", "  spec.values.replicas: maximum: got 9, want 3", "code-server  False  replicas:integer", "Error:"}
+	if d := cmp.Diff([]string{"code-server  False  replicas:integer", "Error:"}, MissingOutput(want, got)); d != "" {
+		t.Errorf("MissingOutput (-want +got):\n%s", d)
 	}
 }
 

@@ -125,16 +125,24 @@ func runTutorial(t *testing.T, file string) {
 				}
 				bgs = append(bgs, bg)
 			case docs.Run:
+				var out string
 				for _, c := range b.Commands {
 					began := time.Now()
-					out, code, err := sh.run(c.Text, oneCommand)
-					t.Logf("%s:%d: $ %s\n%s\n(exit %d, %s)", tut.File, c.Line, c.Text, out, code, time.Since(began).Round(time.Millisecond))
+					o, code, err := sh.run(c.Text, oneCommand)
+					t.Logf("%s:%d: $ %s\n%s\n(exit %d, %s)", tut.File, c.Line, c.Text, o, code, time.Since(began).Round(time.Millisecond))
 					if err != nil {
 						t.Fatalf("%s:%d: %v", tut.File, c.Line, err)
 					}
 					if code != 0 {
-						t.Fatalf("%s:%d: `%s` exited %d:\n%s", tut.File, c.Line, c.Text, code, out)
+						t.Fatalf("%s:%d: `%s` exited %d:\n%s", tut.File, c.Line, c.Text, code, o)
 					}
+					out = o
+				}
+				// The output the tutorial shows after the block is what
+				// its last command printed.
+				if missing := docs.MissingOutput(b.Output, out); len(missing) > 0 {
+					t.Errorf("%s:%d: the tutorial shows output lines the command did not print:\n%s\nit printed:\n%s",
+						tut.File, b.Line, strings.Join(missing, "\n"), out)
 				}
 			}
 		}
