@@ -102,8 +102,9 @@ func TestParseTutorial(t *testing.T) {
 
 func TestMissingOutput(t *testing.T) {
 	got := "NAME         READY  VALUES\ncode-server  True   replicas:integer  \nError: refused:\n  spec.values.replicas: maximum: got 9, want 3\n"
-	want := []string{"NAME READY VALUES", "code-server  True  replicas:integer", "  spec.values.replicas: maximum: got 9, want 3", "code-server  False  replicas:integer", "Error:"}
-	if d := cmp.Diff([]string{"code-server  False  replicas:integer", "Error:"}, MissingOutput(want, got)); d != "" {
+	want := []string{"NAME READY VALUES", "code-server  True  replicas:integer", "  spec.values.replicas: maximum: got 9, want 3",
+		"code-server  False  replicas:integer", "Error:", "Error: …", "  spec.values.replicas: maximum: got …, want 3", "spec.values.…: got 9, want 4"}
+	if d := cmp.Diff([]string{"code-server  False  replicas:integer", "Error:", "spec.values.…: got 9, want 4"}, MissingOutput(want, got)); d != "" {
 		t.Errorf("MissingOutput (-want +got):\n%s", d)
 	}
 }
