@@ -57,7 +57,7 @@ build: ## Build the manager and worker binaries into bin/.
 	CGO_ENABLED=0 go build -trimpath -o bin/ ./cmd/...
 
 .PHONY: k8s-assets
-k8s-assets: ## Build or reuse kube-apiserver, kube-controller-manager and etcd in the cache.
+k8s-assets: ## Build or reuse kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl and etcd in the cache.
 	@test/tools/k8s-assets.sh >/dev/null
 
 .PHONY: registry
@@ -135,11 +135,15 @@ bench: k8s-assets registry flux cosign kueue ## Run the benchmarks; they print r
 # (make node-assets); empty, on the process node.
 NODE ?=
 
+# The demo's kubeconfig, at a fixed path so a second terminal finds it
+# (docs/tutorials); removed when the demo stops.
+DEMO_KUBECONFIG ?= $(CURDIR)/bin/demo.kubeconfig
+
 .PHONY: demo
 demo: build k8s-assets registry flux $(if $(filter real,$(NODE)),node-assets) ## Run the local sandbox, apply config/samples, pull the digests back; DEMO_FLAGS=--once exits after, NODE=real runs a real node.
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" \
 		$(if $(filter real,$(NODE)),$(NODE_ENV)) \
-		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker $(if $(NODE),--node=$(NODE)) $(DEMO_FLAGS)
+		bin/sandbox --manager-bin bin/manager --worker-bin bin/worker --write-kubeconfig=$(DEMO_KUBECONFIG) $(if $(NODE),--node=$(NODE)) $(DEMO_FLAGS)
 
 .PHONY: test-node
 test-node: k8s-assets registry flux node-assets ## Run the real-node tests (test/realnode): pods in containers under a kubelet, containerd and runc. Needs root.
@@ -150,6 +154,10 @@ test-node: k8s-assets registry flux node-assets ## Run the real-node tests (test
 e2e: k8s-assets registry flux cosign ## Run only the end-to-end suite on the sandbox (also part of `make test`).
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_COSIGN_BIN="$$(test/tools/cosign.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 15m ./test/e2e
+
+.PHONY: tutorials
+tutorials: k8s-assets ## Run every command of docs/tutorials on make demo, with a real kubectl and the plugin (test/tutorial; also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/tutorial
 
 .PHONY: e2e-kueue
 e2e-kueue: k8s-assets registry flux kueue ## Run the queueing tests on the sandbox with real Kueue (test/e2e/kueue; also part of `make test`).

@@ -31,6 +31,7 @@ func main() {
 		once    bool
 		kueue   bool
 		timeout time.Duration
+		kc      string
 	)
 	flag.StringVar(&o.Dir, "dir", "", "Folder for the sandbox's state and logs (default: a new temp folder, removed on exit).")
 	flag.StringVar(&o.ManagerBin, "manager-bin", "", "Built cmd/manager (default: build it).")
@@ -38,6 +39,7 @@ func main() {
 	flag.BoolVar(&kueue, "kueue", false, "Also run Kueue v0.17 (built by test/tools/kueue.sh, or PACKLINE_KUEUE_DIR), for Artifacts and Claims with spec.queueName.")
 	flag.StringVar(&o.Node, "node", "", `Where pods run: "" (the process node, host processes) or "real" (kubelet, containerd, runc and CNI from make node-assets; needs root).`)
 	flag.BoolVar(&once, "once", false, "Exit after the samples are Ready and pulled, instead of serving until interrupted.")
+	flag.StringVar(&kc, "write-kubeconfig", "", "Also write a kubeconfig here, with contexts sandbox-admin (current) and alice (group team-a, no rights until granted); removed on exit. make demo writes bin/demo.kubeconfig.")
 	flag.DurationVar(&timeout, "timeout", 5*time.Minute, "How long to wait for the samples to become Ready.")
 	flag.Parse()
 	o.Progress = os.Stdout
@@ -59,13 +61,13 @@ func main() {
 			os.Exit(1)
 		}
 	}
-	if err := run(ctx, o, once, timeout); err != nil {
+	if err := run(ctx, o, once, timeout, kc); err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duration) error {
+func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duration, kubeconfig string) error {
 	bin, err := os.MkdirTemp("", "packline-sandbox-bin-")
 	if err != nil {
 		return err
@@ -128,8 +130,16 @@ func run(ctx context.Context, o sandbox.Options, once bool, timeout time.Duratio
 			}
 		}
 	}
-	fmt.Printf("\nkubeconfig: %s\n", s.Kubeconfig)
-	fmt.Printf("try: KUBECONFIG=%s kubectl get artifacts,claims,jobs,pods -A\n", s.Kubeconfig)
+	if kubeconfig == "" {
+		kubeconfig = s.Kubeconfig
+	} else {
+		if err := writeDemoKubeconfig(s, kubeconfig); err != nil {
+			return err
+		}
+		defer os.Remove(kubeconfig)
+	}
+	fmt.Printf("\nkubeconfig: %s\n", kubeconfig)
+	fmt.Printf("try: export KUBECONFIG=%s; kubectl get artifacts,claims,jobs,pods -A\n", kubeconfig)
 	if once {
 		return nil
 	}

@@ -39,6 +39,10 @@ var kubeControllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
 	"root-ca-certificate-publisher-controller",
+	// The built-in admin, edit and view ClusterRoles are aggregated: without
+	// this controller they hold no rules, and a tenant granted "edit" in
+	// its namespace (docs/tutorials) could do nothing.
+	"clusterrole-aggregation-controller",
 	// Not the endpoints or endpointslice controllers: the process node's
 	// pods have loopback addresses, which the API server refuses in
 	// Endpoints and IPv4 EndpointSlices; the node publishes its pods behind

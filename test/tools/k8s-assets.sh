@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Puts kube-apiserver, kube-controller-manager, kube-scheduler, kubelet and
-# etcd into a cache folder outside the clone, keyed by version, and prints
-# that folder on stdout. The four Kubernetes binaries come from one go build,
-# so the packages they share compile once (kube-scheduler and kubelet are the
-# sandbox's real node; see kube-node.sh).
+# Puts kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+# kubectl and etcd into a cache folder outside the clone, keyed by version,
+# and prints that folder on stdout. The Kubernetes binaries come from one go
+# build, so the packages they share compile once (kube-scheduler and kubelet
+# are the sandbox's real node, see kube-node.sh; kubectl runs the tutorials'
+# commands, see test/tutorial). A cache that lacks some of them (one made
+# before kubectl was added) gets only the missing ones built.
 #
 # Why a cache outside the clone: CI runs on a fresh clone of the same machine,
 # so a cache inside the repo would be rebuilt (8+ minutes) on every run.
@@ -21,7 +23,7 @@ DIR=${PACKLINE_K8S_ASSETS:-$CACHE_ROOT/k8s-v$K8S_VERSION}
 
 log() { echo "k8s-assets: $*" >&2; }
 
-KUBE_BINS="kube-apiserver kube-controller-manager kube-scheduler kubelet"
+KUBE_BINS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 
 have_kube() {
   local b
@@ -46,7 +48,8 @@ try_setup_envtest() {
   if out=$(timeout 120 go run sigs.k8s.io/controller-runtime/tools/setup-envtest@release-0.22 \
       use "$K8S_VERSION" --bin-dir "$WORK/envtest" -p path 2>"$WORK/envtest.log") && [ -n "$out" ] && [ -x "$out/kube-apiserver" ]; then
     cp "$out/kube-apiserver" "$out/etcd" "$DIR/"
-    log "setup-envtest provided kube-apiserver and etcd"
+    if [ -x "$out/kubectl" ]; then cp "$out/kubectl" "$DIR/"; fi
+    log "setup-envtest provided kube-apiserver, etcd and kubectl"
     return 0
   fi
   log "setup-envtest download unavailable ($(tail -n1 "$WORK/envtest.log" 2>/dev/null)); building from the module proxy"
@@ -54,7 +57,9 @@ try_setup_envtest() {
 }
 
 build_kube() {
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler and kubelet v$K8S_VERSION (about 10 minutes cold on 2 cores)"
+  local missing=() b
+  for b in $KUBE_BINS; do [ -x "$DIR/$b" ] || missing+=("$b"); done
+  log "building ${missing[*]} v$K8S_VERSION (about 10 minutes cold on 2 cores for all five)"
   local m="$WORK/kube"
   mkdir -p "$m"
   cd "$m"
@@ -79,17 +84,20 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
 	_ "k8s.io/kubernetes/cmd/kubelet"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
   go mod tidy >/dev/null 2>"$WORK/tidy.log" || { cat "$WORK/tidy.log" >&2; return 1; }
   local v="k8s.io/component-base/version"
   local minor=${K8S_VERSION#1.}; minor=${minor%%.*}
   local ld="-s -w -X $v.gitVersion=v$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
-  local pkgs=() b
-  for b in $KUBE_BINS; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  local pkgs=()
+  for b in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
   CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$WORK/bin/" "${pkgs[@]}"
-  for b in $KUBE_BINS; do cp "$WORK/bin/$b" "$DIR/"; done
-  log "kube binaries cached in $DIR"
+  # Copied in under a temporary name and renamed: a binary another run is
+  # executing is never overwritten in place.
+  for b in "${missing[@]}"; do cp "$WORK/bin/$b" "$DIR/.$b.tmp" && mv "$DIR/.$b.tmp" "$DIR/$b"; done
+  log "${missing[*]} cached in $DIR"
 }
 
 build_etcd() {
@@ -118,7 +126,7 @@ GO
 if [ ! -x "$DIR/kube-apiserver" ] && [ -z "${PACKLINE_SKIP_ENVTEST_DOWNLOAD:-}" ]; then
   try_setup_envtest || true
 fi
-# setup-envtest gives kube-apiserver and etcd only: build the rest.
+# setup-envtest gives kube-apiserver, etcd and kubectl only: build the rest.
 have_kube || (build_kube)
 [ -x "$DIR/etcd" ] || (build_etcd)
 have_all || { log "assets incomplete in $DIR"; exit 1; }

@@ -116,9 +116,17 @@ func (a *access) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate, c *v1al
 	return v
 }
 
+// reason is why a read failed. A refusal says which right is missing in
+// the API server's own words (the verb, resource, group and namespace it
+// checked), not a fixed guess: the same helper serves reads of namespaces,
+// EnvironmentProfiles, Secrets, events and Flux objects.
 func reason(err error) string {
 	if apierrors.IsForbidden(err) {
-		return "forbidden (ask for get on namespaces, or for a RoleBinding that grants it)"
+		msg := err.Error()
+		if _, after, ok := strings.Cut(msg, " is forbidden: "); ok {
+			msg = after
+		}
+		return "forbidden for you: " + msg
 	}
 	return err.Error()
 }

@@ -191,12 +191,7 @@ func eventTime(ev corev1.Event) time.Time {
 	return ev.CreationTimestamp.Time
 }
 
-func short(err error) string {
-	if apierrors.IsForbidden(err) {
-		return "forbidden for you (ask for list on events, or get on jobs, pods, pods/log in this namespace)"
-	}
-	return err.Error()
-}
+func short(err error) string { return reason(err) }
 
 // printJob shows the run's Job, its pod, their events and the worker's
 // last log lines.
