@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/csaupgrade"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -118,15 +119,32 @@ func (r *ClaimReconciler) ensureFlux(ctx context.Context, c *v1alpha1.Claim, wan
 // DeliveryFieldManager's apply, so that the next apply removes a field the
 // plan no longer sets (a dropped verify or secretRef). The patch carries
 // the resourceVersion, so it changes only the object just written.
+//
+// Flux's controllers write the object right after it is created (their
+// finalizer), so the patch often meets a newer resourceVersion: it is then
+// computed again from a fresh read of the same object (same UID), instead
+// of failing the reconcile with a ReconcileError a user would see.
 func (r *ClaimReconciler) ownFields(ctx context.Context, obj, live client.Object) error {
-	patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, legacyFieldManagers, DeliveryFieldManager)
-	if err != nil {
-		return err
-	}
-	if patch != nil {
-		if err := r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-			return fmt.Errorf("taking over the fields of %s: %w", obj.GetName(), err)
+	uid := obj.GetUID()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		patch, err := csaupgrade.UpgradeManagedFieldsPatch(obj, legacyFieldManagers, DeliveryFieldManager)
+		if err != nil || patch == nil {
+			return err
 		}
+		err = r.Client.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, patch))
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		if gerr := r.Pipeline.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); gerr != nil {
+			return gerr
+		}
+		if obj.GetUID() != uid {
+			return fmt.Errorf("%s was replaced while packline took over its fields (UID %s, now %s)", obj.GetName(), uid, obj.GetUID())
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("taking over the fields of %s: %w", obj.GetName(), err)
 	}
 	if obj != live {
 		b, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
