@@ -103,10 +103,13 @@ type ClaimInputs struct {
 	// Artifacts are the Artifacts the Claim's Artifact bindings name, by
 	// name, from the Claim's namespace; a missing one is absent.
 	Artifacts map[string]*v1alpha1.Artifact
+	// WorkerImage is the manager's --worker-image: the init container of
+	// a binding with mount InitPull runs it.
+	WorkerImage string
 }
 
 func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInputs, error) {
-	in := ClaimInputs{TemplateNamespace: r.Pipeline.Config.TemplateNamespace}
+	in := ClaimInputs{TemplateNamespace: r.Pipeline.Config.TemplateNamespace, WorkerImage: r.Pipeline.Config.WorkerImage}
 	tpl := &v1alpha1.ClaimTemplate{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); {
 	case apierrors.IsNotFound(err):
@@ -265,7 +268,8 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	// The worker applies only the chosen exposure's component.
 	tplSpec.Exposures = []v1alpha1.ExposureOption{exposure}
 	doc := workerv1.Claim{Name: c.Name, Namespace: c.Namespace, Template: tplSpec, Values: values,
-		Exposure: c.Spec.Exposure, Target: target}
+		Exposure: c.Spec.Exposure, Target: target,
+		InitPull: claims.InitPullOf(c, tpl, in.Artifacts, in.WorkerImage)}
 	if profileSigns {
 		doc.Signing = profileSigning(&m, profile, resourceOf("Claim", c), hints)
 	} else {
