@@ -23,6 +23,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,14 +136,22 @@ func TestManagerFailoverRealImages(t *testing.T) {
 
 	ns := tenantNamespace(t)
 	first := artifact(ns, "first")
+	first.Spec.DeletionPolicy = v1alpha1.DeletionDelete
 	g.Expect(sb.Client.Create(ctx, first)).To(Succeed(), "the Artifact is admitted by the in-cluster webhooks")
 	waitReady(t, first)
 	job := onlyJob(t, ns, first.Name)
 	jobPod := jobPods(t, ns, job.Name)
 	g.Expect(jobPod.Status.ContainerStatuses[0].ContainerID).To(HavePrefix("containerd://"))
 
+	// The leader creates the second Artifact's Job, then its pod goes:
+	// the successor must carry on with that Job, not make another.
 	second := artifact(ns, "second")
 	g.Expect(sb.Client.Create(ctx, second)).To(Succeed())
+	waitFor(t, time.Minute, func(g Gomega) {
+		var jobs batchv1.JobList
+		g.Expect(sb.Client.List(ctx, &jobs, client.InNamespace(ns), client.MatchingLabels{pipeline.LabelOwnerName: second.Name})).To(Succeed())
+		g.Expect(jobs.Items).NotTo(BeEmpty())
+	}).Should(Succeed(), "logs in %s", sb.Logs())
 	g.Expect(sb.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: systemNS, Name: leader}},
 		client.GracePeriodSeconds(0))).To(Succeed())
 	killed := time.Now()
@@ -160,6 +169,50 @@ func TestManagerFailoverRealImages(t *testing.T) {
 	onlyJob(t, ns, second.Name)
 	g.Expect(second.Status.Attempts).To(Equal(int32(1)), "one attempt across the failover")
 	g.Expect(len(waitDeployment(t))).To(Equal(2), "the ReplicaSet replaced the deleted pod")
+
+	checkCleanupInContainer(t, first)
+}
+
+// checkCleanupInContainer deletes a (deletionPolicy Delete) and watches
+// its cleanup Job's pod: it must run in a container on the real node and
+// succeed, and a go once it has. A watch, not a poll: the Job and its pod
+// are collected with a as soon as the manager releases it.
+func checkCleanupInContainer(t *testing.T, a *v1alpha1.Artifact) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w, err := sb.Kube.CoreV1().Pods(a.Namespace).Watch(ctx, metav1.ListOptions{
+		LabelSelector: pipeline.LabelOwnerName + "=" + a.Name + "," + pipeline.LabelInputs + "=cleanup"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := sb.Client.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	var ran *corev1.Pod
+	for ran == nil {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the pod watch ended before the cleanup pod succeeded")
+			}
+			p, _ := ev.Object.(*corev1.Pod)
+			if p != nil && p.Status.Phase == corev1.PodSucceeded {
+				ran = p
+			}
+		case <-ctx.Done():
+			t.Fatalf("no cleanup pod of %s succeeded; logs in %s", a.Name, sb.Logs())
+		}
+	}
+	g := NewWithT(t)
+	g.Expect(ran.Spec.NodeName).To(Equal(sb.NodeName()))
+	g.Expect(ran.Spec.Containers[0].Args).To(Equal([]string{"delete"}))
+	g.Expect(ran.Status.ContainerStatuses[0].ContainerID).To(HavePrefix("containerd://"), "the cleanup ran in a container")
+	waitFor(t, time.Minute, func(g Gomega) {
+		err := sb.Client.Get(context.Background(), client.ObjectKeyFromObject(a), &v1alpha1.Artifact{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Artifact is gone once cleaned up: %v", err)
+	}).Should(Succeed())
 }
 
 // deploy applies config/default with only what differs in the sandbox:
