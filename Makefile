@@ -148,7 +148,7 @@ demo: build k8s-assets registry flux $(if $(filter real,$(NODE)),node-assets) ##
 .PHONY: test-node
 test-node: k8s-assets registry flux node-assets ## Run the real-node tests (test/realnode): pods in containers under a kubelet, containerd and runc. Needs root.
 	PACKLINE_REAL_NODE=1 KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" $(NODE_ENV) \
-		go test $(GO_TEST_FLAGS) -count=1 -timeout 20m -v ./test/realnode
+		go test $(GO_TEST_FLAGS) -p 1 -count=1 -timeout 20m -v ./test/realnode/...
 
 .PHONY: e2e
 e2e: k8s-assets registry flux cosign ## Run only the end-to-end suite on the sandbox (also part of `make test`).

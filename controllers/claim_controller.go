@@ -103,10 +103,13 @@ type ClaimInputs struct {
 	// Artifacts are the Artifacts the Claim's Artifact bindings name, by
 	// name, from the Claim's namespace; a missing one is absent.
 	Artifacts map[string]*v1alpha1.Artifact
+	// WorkerImage is the manager's --worker-image: the init container of
+	// a binding with mount InitPull runs it.
+	WorkerImage string
 }
 
 func (r *ClaimReconciler) load(ctx context.Context, c *v1alpha1.Claim) (ClaimInputs, error) {
-	in := ClaimInputs{TemplateNamespace: r.Pipeline.Config.TemplateNamespace}
+	in := ClaimInputs{TemplateNamespace: r.Pipeline.Config.TemplateNamespace, WorkerImage: r.Pipeline.Config.WorkerImage}
 	tpl := &v1alpha1.ClaimTemplate{}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: c.Spec.TemplateRef.Name}, tpl); {
 	case apierrors.IsNotFound(err):
@@ -159,6 +162,7 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 	if err != nil {
 		return pipeline.Work{}, err
 	}
+	doc.InitPull = claims.InitPullOf(c, tpl, in.Artifacts, in.WorkerImage)
 	doc.Signing = claimSigning(&p.mounts, c, tpl, profile, p.hints)
 	ws, resources := profileWorkspace(profile)
 	if profile != nil {

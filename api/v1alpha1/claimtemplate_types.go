@@ -99,6 +99,7 @@ type ObjectSelector struct {
 // +kubebuilder:validation:XValidation:rule="self.kind != 'Field' || (has(self.fieldPath) && self.fieldPath.size() > 0)",message="fieldPath is required when kind is Field",fieldPath=".fieldPath"
 // +kubebuilder:validation:XValidation:rule="self.kind != 'Env' || (has(self.envName) && self.envName.size() > 0)",message="envName is required when kind is Env",fieldPath=".envName"
 // +kubebuilder:validation:XValidation:rule="self.kind != 'Artifact' || (has(self.fieldPath) && self.fieldPath.size() > 0) != (has(self.envName) && self.envName.size() > 0)",message="an Artifact binding needs exactly one of fieldPath and envName"
+// +kubebuilder:validation:XValidation:rule="!has(self.mount) || self.mount != 'InitPull' || self.kind == 'Artifact'",message="mount InitPull is for Artifact bindings",fieldPath=".mount"
 type ParameterBinding struct {
 	// value is the top-level key in the Claim's values.
 	// +kubebuilder:validation:MinLength=1
@@ -135,7 +136,31 @@ type ParameterBinding struct {
 	// +optional
 	// +kubebuilder:validation:Enum=Image;Artifact
 	ArtifactView ArtifactView `json:"artifactView,omitempty"`
+
+	// mount is how an Artifact binding whose fieldPath is an image
+	// volume's reference (<pod spec>/volumes/<index>/image/reference)
+	// reaches the workload. ImageVolume (the default) keeps the image
+	// volume: the node pulls and mounts it, which needs Kubernetes 1.33 or
+	// later with the ImageVolume feature and containerd 2.1 or later (or
+	// CRI-O). InitPull, for runtimes without image volumes, renders an
+	// emptyDir of the same name instead, filled before the workload
+	// starts by an init container that runs the worker image's `worker
+	// pull`: every blob verified against its digest, file modes kept, as
+	// a non-root user with a read-only root and no capabilities. It pulls
+	// with the pod's first imagePullSecret, if any.
+	// +optional
+	// +kubebuilder:validation:Enum=ImageVolume;InitPull
+	Mount ArtifactMount `json:"mount,omitempty"`
 }
+
+// ArtifactMount is how an Artifact bound into an image volume reaches the
+// workload.
+type ArtifactMount string
+
+const (
+	ArtifactMountImageVolume ArtifactMount = "ImageVolume"
+	ArtifactMountInitPull    ArtifactMount = "InitPull"
+)
 
 // ArtifactView is which manifest of an Artifact a binding renders.
 type ArtifactView string

@@ -130,6 +130,15 @@ func TestSchemaOnCreate(t *testing.T) {
 		{"template without kinds", typed(t, tpl("nokinds", "https://g/t").Kinds().Obj()), "spec.kinds"},
 		{"template field binding needs fieldPath", typed(t, tpl("fp", "https://g/t").Parameters(v1alpha1.ParameterBinding{
 			Value: "x", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"}}).Obj()), "spec.parameters[0].fieldPath"},
+		{"template artifact binding with mount InitPull", typed(t, tpl("initpull", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "model", Kind: v1alpha1.BindingArtifact, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"},
+			FieldPath: "/spec/template/spec/volumes/0/image/reference", Mount: v1alpha1.ArtifactMountInitPull}).Obj()), ""},
+		{"template mount InitPull on a Field binding", typed(t, tpl("initpullfield", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "model", Kind: v1alpha1.BindingField, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"},
+			FieldPath: "/spec/template/spec/volumes/0/image/reference", Mount: v1alpha1.ArtifactMountInitPull}).Obj()), "spec.parameters[0].mount"},
+		{"template unknown mount", typed(t, tpl("mountx", "https://g/t").Parameters(v1alpha1.ParameterBinding{
+			Value: "model", Kind: v1alpha1.BindingArtifact, Target: v1alpha1.ObjectSelector{Kind: "Deployment", Name: "d"},
+			FieldPath: "/spec/template/spec/volumes/0/image/reference", Mount: "Copy"}).Obj()), "spec.parameters[0].mount"},
 		{"template duplicate exposure", typed(t, tpl("dup", "https://g/t").Exposures(v1alpha1.ExposureIngress, v1alpha1.ExposureIngress).Obj()), "spec.exposures[1]"},
 		{"template selector In without values", obj(t, templateYAML("tplsel", "  source: {url: 'https://g/t', path: a}\n"+kinds+"  access: {namespaceSelector: {matchExpressions: [{key: a, operator: NotIn}]}}\n")), "spec.access.namespaceSelector"},
 		{"profile valid", typed(t, profile("gpu", gpu).Priority(10).StorageClass("fast").RuntimeClass("nvidia").

@@ -32,6 +32,10 @@ const EnvIdleTimeout = "PACKLINE_IDLE_TIMEOUT"
 // exits the process itself: it returns a Result, success or failure.
 var commands = map[string]func(ctx context.Context) workerv1.Result{}
 
+// subArgs are the arguments after the subcommand's name; only pull takes
+// any (the others read their spec from the environment).
+var subArgs []string
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
@@ -55,6 +59,7 @@ func run(args []string) int {
 	netx.SetIdle(idle)
 	netx.InstallGit()
 
+	subArgs = args[1:]
 	res := commands[args[0]](ctx)
 	return finish(args[0], res)
 }
@@ -73,7 +78,9 @@ func finish(name string, res workerv1.Result) int {
 		fmt.Fprintf(os.Stderr, "worker %s: failed: %s (permanent=%t): %s\n", name, res.Error.Reason, res.Error.Permanent, res.Error.Message)
 		return 1
 	}
-	fmt.Fprintf(os.Stderr, "worker %s: pushed %s (%d bytes)\n", name, res.Reference, res.Size)
+	if name != "pull" {
+		fmt.Fprintf(os.Stderr, "worker %s: pushed %s (%d bytes)\n", name, res.Reference, res.Size)
+	}
 	return 0
 }
 

@@ -9,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // BoundArtifacts maps each value an Artifact binding reads to the Artifact
@@ -121,4 +122,33 @@ func boundReference(a *v1alpha1.Artifact, view v1alpha1.ArtifactView) (string, e
 		return "", fmt.Errorf("has status.imageReference %q, not <repository of status.reference>@sha256:…", st.ImageReference)
 	}
 	return st.ImageReference, nil
+}
+
+// InitPullOf is what the render needs for the template's Artifact bindings
+// with mount InitPull: the worker image its init containers run, and which
+// bound Artifacts' own targets are plain HTTP or skip TLS verification. It
+// is nil when the template has no such binding, so other renders' specs
+// stay as they were.
+func InitPullOf(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, artifacts map[string]*v1alpha1.Artifact, workerImage string) *workerv1.InitPull {
+	var out *workerv1.InitPull
+	bound := BoundArtifacts(c, tpl)
+	for _, b := range tpl.Spec.Parameters {
+		if b.Kind != v1alpha1.BindingArtifact || b.Mount != v1alpha1.ArtifactMountInitPull {
+			continue
+		}
+		if out == nil {
+			out = &workerv1.InitPull{Image: workerImage}
+		}
+		a := artifacts[bound[b.Value]]
+		if a == nil {
+			continue
+		}
+		if a.Spec.Target.PlainHTTP {
+			out.PlainHTTP = append(out.PlainHTTP, b.Value)
+		}
+		if a.Spec.Target.InsecureSkipTLSVerify {
+			out.Insecure = append(out.Insecure, b.Value)
+		}
+	}
+	return out
 }

@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/packline/packline/api/v1alpha1"
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 func TestResolveArtifacts(t *testing.T) {
@@ -83,6 +85,46 @@ func TestResolveArtifacts(t *testing.T) {
 			}
 			if len(tc.wantRefs) > 0 && (params[0].Kind != v1alpha1.BindingField || params[1].Kind != v1alpha1.BindingEnv) {
 				t.Errorf("bindings = %+v, want Field and Env", params)
+			}
+		})
+	}
+}
+
+func TestInitPullOf(t *testing.T) {
+	deploy := v1alpha1.ObjectSelector{Kind: "Deployment", Name: "vllm"}
+	model := v1alpha1.ParameterBinding{Value: "model", Kind: v1alpha1.BindingArtifact, Target: deploy,
+		FieldPath: "/spec/template/spec/volumes/0/image/reference", Mount: v1alpha1.ArtifactMountInitPull}
+	adapter := v1alpha1.ParameterBinding{Value: "adapter", Kind: v1alpha1.BindingArtifact, Target: deploy,
+		FieldPath: "/spec/template/spec/volumes/1/image/reference", Mount: v1alpha1.ArtifactMountInitPull}
+	volume := model
+	volume.Mount = v1alpha1.ArtifactMountImageVolume
+	artifact := func(plain, insecure bool) *v1alpha1.Artifact {
+		a := &v1alpha1.Artifact{}
+		a.Spec.Target.PlainHTTP, a.Spec.Target.InsecureSkipTLSVerify = plain, insecure
+		return a
+	}
+	const worker = "ghcr.io/packline/worker@sha256:22"
+	cases := []struct {
+		name      string
+		params    []v1alpha1.ParameterBinding
+		values    string
+		artifacts map[string]*v1alpha1.Artifact
+		want      *workerv1.InitPull
+	}{
+		{name: "no InitPull binding: nothing in the spec", params: []v1alpha1.ParameterBinding{volume}, values: `{"model":"llama"}`,
+			artifacts: map[string]*v1alpha1.Artifact{"llama": artifact(true, false)}},
+		{name: "each value's own registry settings", params: []v1alpha1.ParameterBinding{model, adapter}, values: `{"model":"llama","adapter":"lora"}`,
+			artifacts: map[string]*v1alpha1.Artifact{"llama": artifact(true, false), "lora": artifact(false, true)},
+			want:      &workerv1.InitPull{Image: worker, PlainHTTP: []string{"model"}, Insecure: []string{"adapter"}}},
+		{name: "an unset value still names the image", params: []v1alpha1.ParameterBinding{model}, values: `{}`,
+			want: &workerv1.InitPull{Image: worker}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &v1alpha1.Claim{Spec: v1alpha1.ClaimSpec{Values: &apiextensionsv1.JSON{Raw: []byte(tc.values)}}}
+			tpl := &v1alpha1.ClaimTemplate{Spec: v1alpha1.ClaimTemplateSpec{Parameters: tc.params}}
+			if d := cmp.Diff(tc.want, InitPullOf(c, tpl, tc.artifacts, worker)); d != "" {
+				t.Errorf("InitPullOf (-want +got):\n%s", d)
 			}
 		})
 	}

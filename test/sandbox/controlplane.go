@@ -192,7 +192,10 @@ func (c *controlPlane) startControllerManager() error {
 	ctrls := ""
 	names := kubeControllers
 	if c.realNode {
-		names = append(append([]string{}, names...), "persistentvolume-binder-controller", "persistentvolume-protection-controller", "node-lifecycle-controller")
+		names = append(append([]string{}, names...), "persistentvolume-binder-controller", "persistentvolume-protection-controller", "node-lifecycle-controller",
+			// Real pods have bridge addresses: the webhook Service of
+			// config/default deployed as pods reaches them through slices.
+			"endpointslice-controller")
 	}
 	for i, n := range names {
 		if i > 0 {

@@ -28,21 +28,32 @@ import (
 // platform only, and pushes it to the sandbox registry. It returns the
 // reference by digest that the manager puts into Jobs.
 func pushWorkerImage(ctx context.Context, repoRoot, registry string) (string, error) {
+	return pushImage(ctx, repoRoot, registry, "worker")
+}
+
+// PushManagerImage builds the manager image as `make images` does, for
+// this host's platform, pushes it to the sandbox registry and returns its
+// reference by digest, for config/default deployed onto the real node.
+func (s *Sandbox) PushManagerImage(ctx context.Context) (string, error) {
+	return pushImage(ctx, s.o.RepoRoot, s.Registry.Host, "manager")
+}
+
+func pushImage(ctx context.Context, repoRoot, registry, command string) (string, error) {
 	res, err := imagebuild.Build(ctx, imagebuild.Options{
 		ModuleDir: repoRoot,
-		Commands:  []string{"worker"},
+		Commands:  []string{command},
 		Platforms: []v1.Platform{{OS: "linux", Architecture: runtime.GOARCH}},
 		Version:   "sandbox",
 		Source:    "https://github.com/packline/packline",
 	})
 	if err != nil {
-		return "", fmt.Errorf("building the worker image: %w", err)
+		return "", fmt.Errorf("building the %s image: %w", command, err)
 	}
 	pub, err := res.Push(ctx, registry+"/packline", "sandbox", true)
 	if err != nil {
 		return "", err
 	}
-	return registry + "/packline/worker@" + pub[0].Digest.String(), nil
+	return registry + "/packline/" + command + "@" + pub[0].Digest.String(), nil
 }
 
 // pushPauseImage builds test/sandbox/pause into a one-layer image and

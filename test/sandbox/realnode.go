@@ -41,6 +41,8 @@ type realNode struct {
 	lock                           *os.File
 	containerd, scheduler, kubelet *proc
 	stopVolumes                    context.CancelFunc
+	// api relays the bridge's gateway address to the API server.
+	api *apiForward
 	// shimSockets were in /run/containerd/s before containerd started: the
 	// shims' sockets there that are not are this node's, removed at Stop
 	// (a killed shim leaves its socket; the lock makes this node the only
@@ -161,6 +163,10 @@ func (s *Sandbox) startRealNode(ctx context.Context) error {
 		return err
 	}
 
+	if n.api, err = startAPIForward(s.Config.Host); err != nil {
+		return err
+	}
+
 	vctx, cancel := context.WithCancel(context.Background())
 	n.stopVolumes = cancel
 	go provisionVolumes(vctx, s.Kube, filepath.Join(p.dir, "volumes"))
@@ -251,6 +257,9 @@ func (s *Sandbox) stopRealNode() {
 	}
 	if n.stopVolumes != nil {
 		n.stopVolumes()
+	}
+	if n.api != nil {
+		n.api.stop()
 	}
 	for _, p := range []*proc{n.kubelet, n.scheduler} {
 		if p != nil {

@@ -145,6 +145,22 @@ type Claim struct {
 	Check bool `json:"check,omitempty"`
 	// Signing, when set, signs the pushed manifest.
 	Signing *Signing `json:"signing,omitempty"`
+	// InitPull says how to reach the registries of the Artifacts bound
+	// with mount InitPull.
+	InitPull *InitPull `json:"initPull,omitempty"`
+}
+
+// InitPull is what the render needs, beyond the bindings, to write the
+// init container of an Artifact binding with mount InitPull: the
+// registry settings of each bound Artifact's own target, by value name.
+type InitPull struct {
+	// Image is the worker image the init container runs: the manager's
+	// --worker-image, the render Job's own.
+	Image string `json:"image"`
+	// PlainHTTP and Insecure name the values whose Artifact's target has
+	// plainHTTP or insecureSkipTLSVerify.
+	PlainHTTP []string `json:"plainHTTP,omitempty"`
+	Insecure  []string `json:"insecure,omitempty"`
 }
 
 // EncodeSpec returns the JSON document for EnvSpec.

@@ -2,31 +2,22 @@ package plugin
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/opencontainers/go-digest"
-	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
-	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 
-	"github.com/packline/packline/jobs/format"
+	"github.com/packline/packline/jobs/pull"
 	jobsregistry "github.com/packline/packline/jobs/registry"
-	"github.com/packline/packline/jobs/source"
 )
-
-// maxManifestBytes bounds the manifest read into memory.
-const maxManifestBytes = 4 << 20
 
 // runPull fetches the manifest status names by digest, checks it and
 // every blob against their digests, and unpacks the layers into DIR.
@@ -122,125 +113,12 @@ func cleanDir(dir string) {
 	}
 }
 
-// Pull fetches manifest d from repo, verifies it and its config, and
-// unpacks each layer into dir, verifying each layer's digest as it
-// streams. It returns the number of layers.
+// Pull is jobs/pull.Pull with a progress bar on progress.
 func Pull(ctx context.Context, repo *remote.Repository, d digest.Digest, dir string, progress io.Writer) (int, error) {
-	desc, err := repo.Resolve(ctx, d.String())
-	if err != nil {
-		return 0, fmt.Errorf("resolving %s: %w", d, err)
-	}
-	if desc.Digest != d {
-		return 0, fmt.Errorf("the registry answered %s for %s", desc.Digest, d)
-	}
-	if desc.Size > maxManifestBytes {
-		return 0, fmt.Errorf("manifest %s is %d bytes, more than %d", d, desc.Size, maxManifestBytes)
-	}
-	mb, err := content.FetchAll(ctx, repo, desc) // verifies size and digest
-	if err != nil {
-		return 0, fmt.Errorf("fetching manifest %s: %w", d, err)
-	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(mb, &m); err != nil || desc.MediaType != ocispec.MediaTypeImageManifest {
-		return 0, fmt.Errorf("%s is a %s, not an OCI image manifest", d, desc.MediaType)
-	}
-	if m.Config.Size > maxManifestBytes {
-		return 0, fmt.Errorf("config %s is %d bytes, more than %d", m.Config.Digest, m.Config.Size, maxManifestBytes)
-	}
-	if _, err := content.FetchAll(ctx, repo, m.Config); err != nil {
-		return 0, fmt.Errorf("fetching config %s: %w", m.Config.Digest, err)
-	}
-	var total int64
-	for _, l := range m.Layers {
-		total += l.Size
-	}
-	bar := &progressBar{w: progress, total: total, layers: len(m.Layers)}
-	for i, l := range m.Layers {
-		bar.layer = i + 1
-		if err := pullLayer(ctx, repo, l, dir, bar); err != nil {
-			bar.end()
-			return 0, fmt.Errorf("layer %d/%d %s (%s): %w", i+1, len(m.Layers), l.Digest, l.MediaType, err)
-		}
-	}
+	bar := &progressBar{w: progress}
+	n, err := pull.Pull(ctx, repo, d, dir, bar)
 	bar.end()
-	return len(m.Layers), nil
-}
-
-// pullLayer streams one blob through a digest check into the unpacker;
-// the check runs after the stream is read to its end, and a mismatch fails
-// the pull (whose caller then empties dir).
-func pullLayer(ctx context.Context, repo *remote.Repository, l ocispec.Descriptor, dir string, bar *progressBar) error {
-	rc, err := repo.Fetch(ctx, l)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	vr := content.NewVerifyReader(rc, l)
-	r := io.Reader(&countingReader{r: vr, bar: bar})
-	unpackErr := unpack(r, l, dir)
-	// Read to the end either way: bytes that do not match the digest are
-	// the cause to report, even when they also broke the unpacking.
-	if _, err := io.Copy(io.Discard, r); err != nil {
-		return err
-	}
-	if err := vr.Verify(); err != nil {
-		if unpackErr != nil {
-			return fmt.Errorf("digest check failed: %w (the bytes also failed to unpack: %v)", err, unpackErr)
-		}
-		return fmt.Errorf("digest check failed: %w", err)
-	}
-	return unpackErr
-}
-
-// unpack writes one layer: tar layers (plain, gzip or zstd) are unpacked
-// with the worker's own contained extractor (jobs/source), keeping file
-// modes; any other blob is written as the one file its title or
-// model-spec filepath annotation names.
-func unpack(r io.Reader, l ocispec.Descriptor, dir string) error {
-	mt := l.MediaType
-	switch {
-	case strings.HasSuffix(mt, ".tar+gzip") || strings.HasSuffix(mt, ".tar.gzip") || mt == ocispec.MediaTypeImageLayerGzip:
-		return source.ExtractTar(r, true, dir, source.Limits{})
-	case strings.HasSuffix(mt, ".tar+zstd") || mt == ocispec.MediaTypeImageLayerZstd:
-		zr, err := zstd.NewReader(r)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		return source.ExtractTar(zr, false, dir, source.Limits{})
-	case strings.HasSuffix(mt, ".tar") || mt == ocispec.MediaTypeImageLayer:
-		return source.ExtractTar(r, false, dir, source.Limits{})
-	}
-	name := l.Annotations[ocispec.AnnotationTitle]
-	if name == "" {
-		name = l.Annotations[format.AnnotationFilepath]
-	}
-	if name == "" {
-		name = strings.Replace(l.Digest.String(), ":", "-", 1)
-	}
-	c := path.Clean(strings.ReplaceAll(name, `\`, "/"))
-	if path.IsAbs(c) || c == ".." || strings.HasPrefix(c, "../") {
-		return fmt.Errorf("layer file name %q leaves the folder", name)
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if p := path.Dir(c); p != "." {
-		if err := root.MkdirAll(filepath.FromSlash(p), 0o755); err != nil {
-			return err
-		}
-	}
-	f, err := root.OpenFile(filepath.FromSlash(c), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return n, err
 }
 
 // progressBar draws "[#####     ]  50% 1.0 MiB/2.0 MiB  layer 1/2" on
@@ -253,18 +131,15 @@ type progressBar struct {
 	last          time.Time
 }
 
-type countingReader struct {
-	r   io.Reader
-	bar *progressBar
+// Layer is pull.Progress's: the bar is on layer i of n, total bytes in all.
+func (b *progressBar) Layer(i, n int, total int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.layer, b.layers, b.total = i, n, total
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.bar.add(int64(n))
-	return n, err
-}
-
-func (b *progressBar) add(n int64) {
+// Add is pull.Progress's: n more bytes read.
+func (b *progressBar) Add(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.done += n
