@@ -51,6 +51,9 @@ func (r *ArtifactReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.Client.Get(ctx, req.NamespacedName, a); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !a.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, a)
+	}
 	return r.Pipeline.Reconcile(ctx, a, func(ctx context.Context) (pipeline.Work, error) {
 		work, err := ArtifactWork(a)
 		if err != nil {

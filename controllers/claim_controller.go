@@ -75,6 +75,9 @@ func (r *ClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !c.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, c)
+	}
 	return r.Pipeline.Reconcile(ctx, c, func(ctx context.Context) (pipeline.Work, error) {
 		in, err := r.load(ctx, c)
 		if err != nil {
