@@ -79,16 +79,9 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, t
 		if st.Phase != v1alpha1.PhaseSucceeded {
 			return ctrl.Result{}, nil
 		}
-		switch {
-		case o.Done:
-			pipeline.MarkReady(st, "Delivered", "pushed "+st.Reference+" and Flux applied "+o.Applied)
-			return ctrl.Result{}, nil
-		case o.Delivered.Status == metav1.ConditionFalse:
-			pipeline.MarkProgress(st, o.Delivered.Reason, "Flux has not applied "+st.Digest+": "+o.Delivered.Message)
-		default:
-			pipeline.MarkProgress(st, delivery.ReasonDelivering, o.Delivered.Message)
-		}
-		if !r.WatchesFlux {
+		ready := deliveredReadiness(st, o)
+		pipeline.MarkReadiness(st, ready)
+		if !ready.Ready && !r.WatchesFlux {
 			return ctrl.Result{RequeueAfter: deliveryPoll}, nil
 		}
 		return ctrl.Result{}, nil
@@ -125,14 +118,28 @@ func (r *ClaimReconciler) digestRecorded(ctx context.Context, c *v1alpha1.Claim,
 // anything else is retried with the controller's backoff.
 func (r *ClaimReconciler) deliveryFailed(st *v1alpha1.PipelineStatus, p delivery.Plan, err error) (ctrl.Result, error) {
 	reason, msg, stall := deliveryFailure(p, err)
+	delivered := metav1.ConditionUnknown
+	if stall {
+		delivered = metav1.ConditionFalse
+	}
+	pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, delivered, reason, msg)
+	pipeline.MarkReadiness(st, pipeline.Readiness{Stalled: stall, Reason: reason, Message: msg})
 	if !stall {
-		pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionUnknown, reason, msg)
-		pipeline.MarkProgress(st, reason, msg)
 		return ctrl.Result{}, err
 	}
-	pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionFalse, reason, msg)
-	pipeline.MarkStalled(st, reason, msg)
 	return ctrl.Result{RequeueAfter: r.Pipeline.Config.BackoffCap}, nil
+}
+
+// deliveredReadiness is a succeeded render's Ready from what Flux did with
+// it: Ready once Flux applied the digest, else in progress.
+func deliveredReadiness(st *v1alpha1.PipelineStatus, o delivery.Observed) pipeline.Readiness {
+	switch {
+	case o.Done:
+		return pipeline.Readiness{Ready: true, Reason: "Delivered", Message: "pushed " + st.Reference + " and Flux applied " + o.Applied}
+	case o.Delivered.Status == metav1.ConditionFalse:
+		return pipeline.Readiness{Reason: o.Delivered.Reason, Message: "Flux has not applied " + st.Digest + ": " + o.Delivered.Message}
+	}
+	return pipeline.Readiness{Reason: delivery.ReasonDelivering, Message: o.Delivered.Message}
 }
 
 // deliveryFailure is the reason and message of an error of the delivery

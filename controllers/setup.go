@@ -19,6 +19,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers/entitlement"
+	"github.com/packline/packline/controllers/internal/undecodable"
 	"github.com/packline/packline/controllers/pipeline"
 )
 
@@ -47,8 +48,8 @@ func CacheOptions(cfg pipeline.Config, rc *rest.Config) (cache.Options, error) {
 	mine := pipeline.InstanceSelector(cfg.Instance)
 	job, pod, pvc := pipeline.ChildTransforms(cfg.TemplateNamespace)
 	// One stored object that does not decode must not stop the cache of
-	// its kind (see undecodable.go); the guard applies the same selectors.
-	guard, err := newUndecodableGuard(rc, NewScheme(), map[reflect.Type]labels.Selector{
+	// its kind (see internal/undecodable); the guard applies the same selectors.
+	guard, err := undecodable.NewGuard(rc, NewScheme(), map[reflect.Type]labels.Selector{
 		reflect.TypeOf(&v1alpha1.Artifact{}): mine,
 		reflect.TypeOf(&v1alpha1.Claim{}):    mine,
 	})

@@ -11,10 +11,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,9 +32,6 @@ const (
 	// ReasonTemplateNotReady: a Claim waits for its template's check.
 	ReasonTemplateNotReady = "TemplateNotReady"
 )
-
-// checkTimeout bounds one check render: a clone and a kustomize build.
-const checkTimeout = 10 * time.Minute
 
 // checkClaimName names the Claim a check renders as (the rendered objects'
 // default names and namespace come from it).
@@ -93,27 +88,24 @@ func (k *TemplateChecker) check(ctx context.Context, tpl *v1alpha1.ClaimTemplate
 		}
 		return cond(metav1.ConditionUnknown, ReasonChecking, "check render Job "+name+" started"), ctrl.Result{}, nil
 	}
-	pods, err := pipeline.JobPods(ctx, k.Client, job)
+	o, _, err := pipeline.ObserveJob(ctx, k.Client, nil, job)
 	if err != nil {
 		return metav1.Condition{}, ctrl.Result{}, err
 	}
-	o := pipeline.Observe(job, pods)
-	switch o.State {
-	case pipeline.StateSucceeded:
+	// The run's state machine and retry clock: a check keeps no phase, its
+	// state is its Jobs, and its backoff counts from the Job's failure.
+	policy := pipeline.RetryPolicy{Limit: k.Config.DefaultRetryLimit, Base: k.Config.BackoffBase, Cap: k.Config.BackoffCap}
+	next := pipeline.Transition(pipeline.Run{Attempts: attempt}, pipeline.Observed(o), policy)
+	switch next.Action {
+	case pipeline.ActionSucceed:
 		tpl.Status.Check = &v1alpha1.TemplateCheck{ObservedGeneration: tpl.Generation, InputsHash: hash, ResolvedCommit: o.Result.SourceRevision,
 			Kinds: o.Result.Kinds, JobRef: job.Namespace + "/" + job.Name, CompletionTime: &metav1.Time{Time: k.now()}}
 		return cond(metav1.ConditionTrue, "Valid", checkedMessage(tpl.Status.Check)), ctrl.Result{}, nil
-	case pipeline.StateFailed:
-		if o.Permanent || attempt > k.Config.DefaultRetryLimit {
-			return cond(metav1.ConditionFalse, o.Reason, "check render failed: "+o.Message), ctrl.Result{}, nil
-		}
-		failedAt := job.CreationTimestamp.Time
-		for _, c := range job.Status.Conditions {
-			if c.Type == batchv1.JobFailed {
-				failedAt = c.LastTransitionTime.Time
-			}
-		}
-		if wait := failedAt.Add(pipeline.Backoff(attempt, k.Config.BackoffBase, k.Config.BackoffCap)).Sub(k.now()); wait > 0 {
+	case pipeline.ActionFail:
+		return cond(metav1.ConditionFalse, o.Reason, "check render failed: "+o.Message), ctrl.Result{}, nil
+	case pipeline.ActionRetry:
+		at := pipeline.RetryAt(pipeline.FailedAt(job, job.CreationTimestamp.Time), next.Wait)
+		if wait := pipeline.Until(k.now(), at); wait > 0 {
 			return cond(metav1.ConditionUnknown, ReasonChecking, fmt.Sprintf("check attempt %d failed (%s: %s); retrying", attempt, o.Reason, o.Message)),
 				ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -154,19 +146,11 @@ func (k *TemplateChecker) start(ctx context.Context, tpl *v1alpha1.ClaimTemplate
 		return "", err
 	}
 	owner := pipeline.Owner{GVK: v1alpha1.GroupVersion.WithKind("ClaimTemplate"), Name: tpl.Name, UID: string(tpl.UID), Instance: k.Config.Instance}
-	job := pipeline.BuildJob(pipeline.JobParams{
+	job := k.Config.NewJob(pipeline.JobTemplateCheck, pipeline.JobParams{
 		Owner: owner, Namespace: k.Config.TemplateNamespace, Generation: tpl.Generation, Attempt: attempt, InputsHash: hash,
-		Image: k.Config.WorkerImage, Command: "claim", SpecJSON: raw,
-		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
-		Timeout: min(k.Config.DefaultTimeout, checkTimeout), TTLAfterFinished: k.Config.JobTTL,
-		ServiceAccountName: k.Config.WorkerServiceAccount,
-		Resources:          ptr.To(pipeline.WorkerResources(&k.Config.WorkerResources)),
-		TmpSize:            k.Config.WorkerTmpSize,
+		SpecJSON: raw, Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts,
 	})
-	if err := k.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("creating check Job %s/%s: %w", job.Namespace, job.Name, err)
-	}
-	return job.Name, nil
+	return job.Name, pipeline.CreateJob(ctx, k.Client, job)
 }
 
 func (k *TemplateChecker) now() time.Time {

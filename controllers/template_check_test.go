@@ -116,3 +116,39 @@ func templateReady(g Gomega, key client.ObjectKey) *metav1.Condition {
 	g.Expect(c).NotTo(BeNil())
 	return c
 }
+
+// TestTemplateCheckRetries: a check that fails for a retryable reason is
+// tried again on the run's retry clock (Transition's backoff after the
+// Job's failure), as a new attempt's Job of kind template-check, and the
+// template is Ready once that attempt succeeds.
+func TestTemplateCheckRetries(t *testing.T) {
+	tplNS := newNamespace(t)
+	startManager(t, func(c *pipeline.Config) { c.TemplateCheck, c.TemplateNamespace = true, tplNS })
+	tpl := wrappers.MakeClaimTemplate("retried-" + tplNS).Open().Obj()
+	create(t, tpl)
+	tplKey := client.ObjectKey{Name: tpl.Name}
+
+	first := waitCheckJob(t, tplNS, tpl.Name, 1)
+	g := NewWithT(t)
+	g.Expect(first.Labels).To(HaveKeyWithValue(pipeline.LabelJobKind, string(pipeline.JobTemplateCheck)))
+	g.Expect(first.Labels).To(HaveKeyWithValue(pipeline.LabelAttempt, "1"))
+	runJob(t, first, 1, `{"error":{"reason":"SourceFailed","message":"connection reset","permanent":false}}`)
+
+	var second *batchv1.Job
+	eventually(t, func(g Gomega) {
+		var list batchv1.JobList
+		g.Expect(env.Client.List(context.Background(), &list, client.InNamespace(tplNS),
+			client.MatchingLabels{pipeline.LabelOwnerName: tpl.Name, pipeline.LabelAttempt: "2"})).To(Succeed())
+		g.Expect(list.Items).To(HaveLen(1))
+		second = &list.Items[0]
+	})
+	g.Expect(second.Labels).To(HaveKeyWithValue(pipeline.LabelJobKind, string(pipeline.JobTemplateCheck)))
+	g.Expect(templateReady(g, tplKey).Status).NotTo(Equal(metav1.ConditionFalse), "a retryable failure failed the template")
+
+	runJob(t, second, 0, fmt.Sprintf(`{"check":true,"digest":%q,"size":100,"sourceRevision":"c0ffee","kinds":["Service"]}`, digest))
+	eventually(t, func(g Gomega) {
+		c := templateReady(g, tplKey)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(ContainSubstring("Service at commit c0ffee"))
+	})
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/internal/undecodable"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -123,7 +124,7 @@ func TestManagerSurvivesAnUndecodableProfile(t *testing.T) {
 		g.Expect(env.Client.List(ctx, evs, client.InNamespace("default"))).To(Succeed())
 		var notes []string
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "EnvironmentProfile" && e.Regarding.Name == bad.GetName() && e.Reason == controllers.ReasonUndecodable {
+			if e.Regarding.Kind == "EnvironmentProfile" && e.Regarding.Name == bad.GetName() && e.Reason == undecodable.ReasonUndecodable {
 				notes = append(notes, e.Note)
 			}
 		}
@@ -185,7 +186,7 @@ func TestManagerSkipsAnUndecodableClaim(t *testing.T) {
 		g.Expect(env.Client.List(ctx, evs, client.InNamespace(ns))).To(Succeed())
 		var notes []string
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "Claim" && e.Regarding.Name == "soon" && e.Reason == controllers.ReasonUndecodable {
+			if e.Regarding.Kind == "Claim" && e.Regarding.Name == "soon" && e.Reason == undecodable.ReasonUndecodable {
 				notes = append(notes, e.Note)
 			}
 		}

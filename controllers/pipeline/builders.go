@@ -101,6 +101,8 @@ func BuildWorkspace(p WorkspaceParams) *corev1.PersistentVolumeClaim {
 
 // JobParams are the inputs of BuildJob.
 type JobParams struct {
+	// Kind is what the Job does (LabelJobKind); NewJob sets it.
+	Kind  JobKind
 	Owner Owner
 	// Namespace of the Job (and its pods); empty means the owner's.
 	Namespace  string
@@ -168,6 +170,9 @@ func BuildJob(p JobParams) *batchv1.Job {
 	labels[LabelGeneration] = strconv.FormatInt(p.Generation, 10)
 	labels[LabelAttempt] = strconv.Itoa(int(p.Attempt))
 	labels[LabelInputs] = p.InputsHash
+	if p.Kind != "" {
+		labels[LabelJobKind] = string(p.Kind)
+	}
 	jobLabels := copyMap(labels)
 	if p.QueueName != "" {
 		jobLabels[QueueLabel] = p.QueueName

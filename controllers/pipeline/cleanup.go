@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -125,11 +124,7 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		}
 		return p.startCleanup(ctx, obj, owner, ns, target, 1)
 	}
-	pods, err := JobPods(ctx, p.Client, job)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	o, _, err := p.observePods(ctx, job, pods)
+	o, _, err := p.observeJob(ctx, job)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -149,11 +144,7 @@ func (p *Pipeline) cleanup(ctx context.Context, obj Object) (ctrl.Result, error)
 		return ctrl.Result{}, p.release(ctx, obj, corev1.EventTypeWarning, "CleanupFailed",
 			fmt.Sprintf("could not delete %s (%s: %s); it is left in the registry", st.Reference, o.Reason, o.Message))
 	case ActionRetry:
-		failedAt := p.now()
-		if c := jobCondition(job, batchv1.JobFailed); c != nil {
-			failedAt = c.LastTransitionTime.Time
-		}
-		if wait := failedAt.Add(next.Wait).Sub(p.now()); wait > 0 {
+		if wait := Until(p.now(), RetryAt(FailedAt(job, p.now()), next.Wait)); wait > 0 {
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 		return p.startCleanup(ctx, obj, owner, ns, target, attempt+1)
@@ -230,19 +221,10 @@ func (p *Pipeline) createCleanupJob(ctx context.Context, owner Owner, ns string,
 		// An admin run's cleanup: the platform's quota (see BoundAdminSpec).
 		resources = capResources(resources, p.Config.WorkerResources)
 	}
-	job := BuildJob(JobParams{
+	return CreateJob(ctx, p.Client, p.Config.NewJob(JobCleanup, JobParams{
 		Owner: owner, Namespace: ns, Generation: obj.GetGeneration(), Attempt: attempt, InputsHash: cleanupInputs,
-		Image: p.Config.WorkerImage, Command: "delete", SpecJSON: doc,
-		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
-		Timeout: min(p.Config.DefaultTimeout, cleanupTimeout), TTLAfterFinished: p.Config.JobTTL,
-		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, resources)),
-		TmpSize:            p.Config.WorkerTmpSize,
-	})
-	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating cleanup Job: %w", err)
-	}
-	return nil
+		SpecJSON: doc, Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts,
+	}, resources))
 }
 
 // release removes the finalizer, with an event saying what happened.

@@ -9,17 +9,25 @@ import (
 // The kstatus condition helpers, for a kind's own After step (a Claim's
 // delivery), so that its conditions follow the same rules as the run's.
 
-// MarkReady sets Ready=True and clears Reconciling and Stalled.
-func MarkReady(st *v1alpha1.PipelineStatus, reason, message string) { setReady(st, reason, message) }
-
-// MarkProgress sets Ready=False and Reconciling=True.
-func MarkProgress(st *v1alpha1.PipelineStatus, reason, message string) {
-	setProgress(st, reason, message)
+// Readiness is what a kind's own step says of the Ready condition.
+type Readiness struct {
+	// Ready: done (Ready=True); else Stalled, or in progress (Reconciling).
+	Ready, Stalled  bool
+	Reason, Message string
 }
 
-// MarkStalled sets Ready=False and Stalled=True.
-func MarkStalled(st *v1alpha1.PipelineStatus, reason, message string) {
-	setStalled(st, reason, message)
+// MarkReadiness is the one way a kind's own step writes Ready: Ready=True
+// clears Reconciling and Stalled; otherwise Ready=False with Stalled=True
+// or Reconciling=True.
+func MarkReadiness(st *v1alpha1.PipelineStatus, r Readiness) {
+	switch {
+	case r.Ready:
+		setReady(st, r.Reason, r.Message)
+	case r.Stalled:
+		setStalled(st, r.Reason, r.Message)
+	default:
+		setProgress(st, r.Reason, r.Message)
+	}
 }
 
 // MarkCondition sets one condition, redacted and bounded like the others.

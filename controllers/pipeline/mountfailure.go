@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -159,32 +158,13 @@ func (m Mounts) MountSource(o Observation) string {
 // podEvents lists the FailedMount events of pod, past the cache: the
 // manager caches no events, and a pod in ContainerCreating is rare and
 // short-lived enough that one filtered list per look costs little.
-func (p *Pipeline) podEvents(ctx context.Context, pod *corev1.Pod) ([]corev1.Event, error) {
+func podEvents(ctx context.Context, r client.Reader, pod *corev1.Pod) ([]corev1.Event, error) {
 	var list corev1.EventList
 	sel := fields.AndSelectors(
 		fields.OneTermEqualSelector("involvedObject.uid", string(pod.UID)),
 		fields.OneTermEqualSelector("reason", ReasonFailedMount))
-	if err := p.APIReader.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(pod.Namespace), client.MatchingFieldsSelector{Selector: sel}); err != nil {
 		return nil, fmt.Errorf("listing events of pod %s: %w", pod.Name, err)
 	}
 	return list.Items, nil
-}
-
-// observePods is Observe, plus the kubelet's FailedMount events for a pod
-// that is still creating its containers. requeue is set while that pod
-// waits: a failed mount changes no status, so nothing else brings it back.
-func (p *Pipeline) observePods(ctx context.Context, job *batchv1.Job, pods []corev1.Pod) (o Observation, requeue time.Duration, err error) {
-	o = Observe(job, pods)
-	pod := waitingOnNode(o, pods)
-	if pod == nil {
-		return o, 0, nil
-	}
-	events, err := p.podEvents(ctx, pod)
-	if err != nil {
-		return o, 0, err
-	}
-	if mo, ok := MountFailure(pod, events); ok {
-		o = mo
-	}
-	return o, mountPoll, nil
 }

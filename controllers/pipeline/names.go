@@ -19,6 +19,9 @@ const (
 	LabelGeneration = "packline.dev/generation"
 	LabelAttempt    = "packline.dev/attempt"
 	LabelInputs     = "packline.dev/inputs"
+	// LabelJobKind says what a Job (and its pods) does: run, cleanup,
+	// verify, resolve or template-check (see JobKind).
+	LabelJobKind = "packline.dev/job-kind"
 	// LabelOwnerNamespace is set only on a child object in another
 	// namespace than its owner's (a private template's render runs in the
 	// template namespace): an owner reference cannot cross namespaces, so

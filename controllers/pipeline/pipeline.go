@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/packline/packline/api/v1alpha1"
 )
@@ -192,20 +191,7 @@ type Pipeline struct {
 // Reconcile runs the steps in order and patches status once, at the end.
 func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFunc) (res ctrl.Result, retErr error) {
 	if !obj.GetDeletionTimestamp().IsZero() {
-		p.patched.forget(obj)
-		// Owner references let the garbage collector take the Job and PVC;
-		// only deletionPolicy Delete has work to do first, and then the
-		// children in another namespace, which no owner reference reaches.
-		if controllerutil.ContainsFinalizer(obj, Finalizer) {
-			res, err := p.cleanup(ctx, obj)
-			if err != nil || controllerutil.ContainsFinalizer(obj, Finalizer) {
-				return res, err
-			}
-		}
-		if controllerutil.ContainsFinalizer(obj, RemoteFinalizer) {
-			return ctrl.Result{}, p.deleteRemoteChildren(ctx, obj)
-		}
-		return ctrl.Result{}, nil
+		return p.ReconcileDelete(ctx, obj)
 	}
 	if p.patched.behind(obj) {
 		return ctrl.Result{RequeueAfter: staleRetry}, nil
@@ -251,10 +237,14 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 	}
 	for _, step := range steps {
 		r, err := step(ctx, s)
+		if held, ok := p.hold(s, err); ok {
+			res = lowestRequeue(res, held)
+			break
+		}
 		if err != nil {
 			// The error also reaches the resource (patched in finish), so
 			// a user sees what the API server refused without the logs.
-			reportStepError(s, err)
+			p.reportStepError(s, err)
 			return ctrl.Result{}, err
 		}
 		res = lowestRequeue(res, r)
@@ -269,7 +259,7 @@ func (p *Pipeline) Reconcile(ctx context.Context, obj Object, prepare PrepareFun
 		if s.work.After != nil {
 			r, err := s.work.After(ctx)
 			if err != nil {
-				reportStepError(s, err)
+				p.reportStepError(s, err)
 				return ctrl.Result{}, err
 			}
 			res = lowestRequeue(res, r)

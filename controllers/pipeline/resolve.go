@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 )
@@ -40,11 +38,7 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		if attemptOf(j) != attempt {
 			continue
 		}
-		pods, err := JobPods(ctx, p.Client, j)
-		if err != nil {
-			return Observation{}, err
-		}
-		o, _, err := p.observePods(ctx, j, pods)
+		o, _, err := p.observeJob(ctx, j)
 		if err != nil {
 			return Observation{}, err
 		}
@@ -65,8 +59,8 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		return Observation{}, err
 	}
 	job := p.buildResolveJob(s, int32(attempt), doc)
-	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return Observation{}, &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating Job %s/%s: %w", job.Namespace, job.Name, err)}
+	if err := CreateJob(ctx, p.Client, job); err != nil {
+		return Observation{}, err
 	}
 	return Observation{State: StateRunning, Reason: ReasonReadingResult,
 		Message: "the attempt ran on a worker cluster; Job " + job.Name + " reads its result from the registry"}, nil
@@ -79,17 +73,12 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 // must not hold the result.
 func (p *Pipeline) buildResolveJob(s *scope, attempt int32, doc string) *batchv1.Job {
 	m := s.work.Mounts.TargetOnly()
-	return BuildJob(JobParams{
+	// Not a queued kind (see jobKinds), so it runs here.
+	return p.Config.NewJob(JobResolve, JobParams{
 		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: attempt,
 		InputsHash: resolveInputs(s.work.InputsHash),
-		Image:      p.Config.WorkerImage, Command: "resolve", SpecJSON: doc,
-		// No queue, so it runs here.
-		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
-		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
-		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, p.runSpec(s).Resources)),
-		TmpSize:            p.Config.WorkerTmpSize,
-	})
+		SpecJSON:   doc, Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts,
+	}, p.runSpec(s).Resources)
 }
 
 // workTarget is the push target of a run's worker document.

@@ -2,8 +2,9 @@ package pipeline
 
 import (
 	"errors"
+	"time"
 
-	"github.com/packline/packline/api/v1alpha1"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // Reasons for a child object the API server refused (a ResourceQuota, a
@@ -27,23 +28,50 @@ type StepError struct {
 func (e *StepError) Error() string { return e.Err.Error() }
 func (e *StepError) Unwrap() error { return e.Err }
 
+// Waiting is a step's answer when the run must wait for something outside
+// it (a ServiceAccount, a namespace, a predecessor's Job being collected, a
+// template): the run is Pending and Reconciling, the step list stops, and
+// the reconcile comes back after RetryAfter (zero: when a watch fires). It
+// is no reconcile error: nothing is logged or retried with error backoff.
+type Waiting struct {
+	Reason, Message string
+	RetryAfter      time.Duration
+}
+
+func (e *Waiting) Error() string { return e.Reason + ": " + e.Message }
+
+// Stalling is a step's answer when the run cannot go on until a person
+// changes its input (a denied entitlement, an invalid spec): the run is
+// Failed and Stalled until the spec changes or a re-run is requested; it is
+// looked at again after RetryAfter, for a cause no watch sees fixed.
+type Stalling struct {
+	Reason, Message string
+	RetryAfter      time.Duration
+}
+
+func (e *Stalling) Error() string { return e.Reason + ": " + e.Message }
+
+// hold turns a Waiting or Stalling answer of a step into status, through
+// Transition, and stops the step list; ok is false for any other error.
+func (p *Pipeline) hold(s *scope, err error) (res ctrl.Result, ok bool) {
+	var w *Waiting
+	var st *Stalling
+	switch {
+	case errors.As(err, &w):
+		p.enact(s, Transition(s.run(), Waited(w.Reason, w.Message), RetryPolicy{}))
+		res.RequeueAfter = w.RetryAfter
+	case errors.As(err, &st):
+		p.enact(s, Transition(s.run(), Stalled(st.Reason, st.Message), RetryPolicy{}))
+		res.RequeueAfter = st.RetryAfter
+	default:
+		return ctrl.Result{}, false
+	}
+	s.stop = true
+	return res, true
+}
+
 // reportStepError puts a step's error into the Ready condition, keeping the
 // phase: the run has not failed, it cannot go on until the cause is fixed.
-func reportStepError(s *scope, err error) {
-	if s.status.Phase == v1alpha1.PhaseSucceeded {
-		return // a finished run's result stands; the error is retried
-	}
-	reason := ReasonReconcileError
-	var se *StepError
-	if errors.As(err, &se) {
-		reason = se.Reason
-	}
-	if s.status.Phase == "" {
-		s.status.Phase = v1alpha1.PhasePending
-	}
-	if se != nil && se.Stall {
-		setStalled(s.status, reason, err.Error())
-		return
-	}
-	setProgress(s.status, reason, err.Error())
+func (p *Pipeline) reportStepError(s *scope, err error) {
+	p.enact(s, Transition(s.run(), StepFailed(err), RetryPolicy{}))
 }

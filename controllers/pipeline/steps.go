@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -174,15 +173,11 @@ func (p *Pipeline) reportBlocked(_ context.Context, s *scope) (ctrl.Result, erro
 	if s.blocked == nil {
 		return ctrl.Result{}, nil
 	}
-	s.stop = true
-	again := ctrl.Result{RequeueAfter: s.blocked.RetryAfter}
-	if s.blocked.Permanent {
-		p.fail(s, s.blocked.Reason, s.blocked.Message)
-		return again, nil
+	b := s.blocked
+	if b.Permanent {
+		return ctrl.Result{}, &Stalling{Reason: b.Reason, Message: b.Message, RetryAfter: b.RetryAfter}
 	}
-	s.status.Phase = v1alpha1.PhasePending
-	setProgress(s.status, s.blocked.Reason, s.blocked.Message)
-	return again, nil
+	return ctrl.Result{}, &Waiting{Reason: b.Reason, Message: b.Message, RetryAfter: b.RetryAfter}
 }
 
 // workspaceParams: spec.workspace (bounded, see runSpec), over the kind's
@@ -210,9 +205,11 @@ func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error)
 	}
 	attempt := max(st.Attempts, highestAttempt(s.jobs))
 	if st.Phase == v1alpha1.PhaseRetrying && attempt == st.Attempts {
-		if wait := st.NextAttemptTime.Sub(p.now()); st.NextAttemptTime != nil && wait > 0 {
-			s.stop = true
-			return ctrl.Result{RequeueAfter: wait}, nil
+		if st.NextAttemptTime != nil {
+			if wait := Until(p.now(), st.NextAttemptTime.Time); wait > 0 {
+				s.stop = true
+				return ctrl.Result{RequeueAfter: wait}, nil
+			}
 		}
 		attempt++
 	}
@@ -225,28 +222,20 @@ func (p *Pipeline) ensureJob(ctx context.Context, s *scope) (ctrl.Result, error)
 			if missing != "" {
 				// Without this check the Job controller could not create the
 				// pod, and the run would sit silently until its deadline.
-				s.stop = true
-				st.Phase = v1alpha1.PhasePending
-				setProgress(st, ReasonServiceAccountMissing, missing)
-				return ctrl.Result{RequeueAfter: p.Config.BackoffBase}, nil
+				return ctrl.Result{}, &Waiting{Reason: ReasonServiceAccountMissing, Message: missing, RetryAfter: p.Config.BackoffBase}
 			}
 			return ctrl.Result{}, err
 		}
 		var err error
 		if job, err = p.createJob(ctx, s, attempt); errors.Is(err, errPredecessorJob) {
-			s.stop = true
-			st.Phase = v1alpha1.PhasePending
-			setProgress(st, ReasonWaitingForPod, err.Error())
-			return ctrl.Result{RequeueAfter: p.Config.BackoffBase}, nil
+			return ctrl.Result{}, &Waiting{Reason: ReasonWaitingForPod, Message: err.Error(), RetryAfter: p.Config.BackoffBase}
 		} else if err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	s.job = job
 	if st.Attempts != attempt {
-		st.Attempts = attempt
-		st.NextAttemptTime = nil
-		st.Phase = v1alpha1.PhasePending
+		p.enact(s, Transition(s.run(), AttemptStarted(attempt), p.retryPolicy(p.runSpec(s))))
 	}
 	st.JobRef = &corev1.LocalObjectReference{Name: job.Name}
 	st.Tag = s.work.Tag
@@ -285,17 +274,15 @@ func (p *Pipeline) createJob(ctx context.Context, s *scope, attempt int32) (*bat
 	if ps.Timeout != nil {
 		timeout = ps.Timeout.Duration
 	}
-	job := BuildJob(JobParams{
+	job := p.Config.NewJob(JobRun, JobParams{
 		Owner: s.owner, Namespace: s.namespace(), Generation: s.obj.GetGeneration(), Attempt: attempt, InputsHash: s.work.InputsHash,
-		Image: p.Config.WorkerImage, Command: s.work.Command, SpecJSON: doc,
+		Command: s.work.Command, SpecJSON: doc,
 		Env: s.work.Mounts.Env, Volumes: s.work.Mounts.Volumes, Mounts: s.work.Mounts.Mounts,
-		Timeout: timeout, TTLAfterFinished: p.Config.JobTTL, QueueName: ps.QueueName, PriorityClass: ps.WorkloadPriorityClassName, ManagedBy: p.Config.JobManagedBy,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, s.work.Resources, ps.Resources)),
-		ServiceAccountName: p.Config.WorkerServiceAccount, TmpSize: p.Config.WorkerTmpSize,
+		Timeout: timeout, QueueName: ps.QueueName, PriorityClass: ps.WorkloadPriorityClassName,
 		WorkspaceSize:       workspaceSize(p.workspaceParams(s)),
 		Pushed:              pushed,
 		DispatchedWorkspace: ptr.To(p.workspaceParams(s)),
-	})
+	}, s.work.Resources, ps.Resources)
 	err = p.Client.Create(ctx, job)
 	if apierrors.IsAlreadyExists(err) {
 		// The cache lagged behind a Job we (or a previous manager) made.
@@ -330,12 +317,7 @@ var errPredecessorJob = errors.New("predecessor's Job")
 
 // observe reads the Job and its pods and moves the phase.
 func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
-	pods, err := JobPods(ctx, p.Client, s.job)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
-	o, poll, err := p.observePods(ctx, s.job, pods)
+	o, poll, err := p.observeJob(ctx, s.job)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -402,26 +384,28 @@ func (p *Pipeline) enact(s *scope, next Next) ctrl.Result {
 		setReady(st, next.Reason, next.Message)
 		return ctrl.Result{}
 	case ActionFail:
-		p.fail(s, next.Reason, next.Message)
+		st.Phase, st.NextAttemptTime = next.Phase, nil
+		if st.CompletionTime == nil {
+			st.CompletionTime = &metav1.Time{Time: p.now()}
+		}
+		setStalled(st, next.Reason, next.Message)
 		return ctrl.Result{}
 	case ActionRetry:
 		st.Phase, st.CompletionTime = next.Phase, nil
-		st.NextAttemptTime = &metav1.Time{Time: p.now().Add(next.Wait)}
+		st.NextAttemptTime = &metav1.Time{Time: RetryAt(p.now(), next.Wait)}
 		setProgress(st, next.Reason, next.Message)
 		return ctrl.Result{RequeueAfter: next.Wait}
+	case ActionStart:
+		st.Phase, st.Attempts, st.NextAttemptTime = next.Phase, next.Attempt, nil
+		return ctrl.Result{}
+	case ActionStall:
+		st.Phase = next.Phase
+		setStalled(st, next.Reason, next.Message)
+		return ctrl.Result{}
 	}
 	st.Phase = next.Phase
 	setProgress(st, next.Reason, next.Message)
 	return ctrl.Result{}
-}
-
-func (p *Pipeline) fail(s *scope, reason, message string) {
-	s.status.Phase = v1alpha1.PhaseFailed
-	s.status.NextAttemptTime = nil
-	if s.status.CompletionTime == nil {
-		s.status.CompletionTime = &metav1.Time{Time: p.now()}
-	}
-	setStalled(s.status, reason, message)
 }
 
 func highestAttempt(jobs map[int32]*batchv1.Job) int32 {

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -40,11 +41,36 @@ func (p *Pipeline) retryPolicy(ps *v1alpha1.PipelineSpec) RetryPolicy {
 }
 
 // Event is what a reconcile saw happen to a run: the current attempt's Job
-// observed (Observed), or a new attempt asked for (RerunRequested).
+// observed (Observed), a new attempt asked for (RerunRequested), a new
+// attempt's Job made (AttemptStarted), or a step that must wait (Waited),
+// cannot go on (Stalled) or failed (StepFailed).
 type Event struct {
 	observed    *Observation
 	requestedAt string
+	attempt     int32
+	// hold is a step's Waiting or Stalling answer, stall telling which.
+	hold  *Observation
+	stall bool
+	// stepErr is a step's error (see StepError).
+	stepErr error
 }
+
+// AttemptStarted: the Job of attempt n exists; the run is Pending until it
+// is observed.
+func AttemptStarted(n int32) Event { return Event{attempt: n} }
+
+// Waited: a step waits for something outside the run (see Waiting).
+func Waited(reason, message string) Event {
+	return Event{hold: &Observation{Reason: reason, Message: message}}
+}
+
+// Stalled: the run cannot go on until its input changes (see Stalling).
+func Stalled(reason, message string) Event {
+	return Event{hold: &Observation{Reason: reason, Message: message}, stall: true}
+}
+
+// StepFailed: a reconcile step returned err (see StepError).
+func StepFailed(err error) Event { return Event{stepErr: err} }
 
 // Observed is an observation of the current attempt's Job.
 func Observed(o Observation) Event { return Event{observed: &o} }
@@ -66,6 +92,11 @@ const (
 	ActionRetry Action = "Retry"
 	// ActionFail: give up (Stalled) until a spec change or a re-run request.
 	ActionFail Action = "Fail"
+	// ActionStart: record Next.Attempt as the current attempt (Pending).
+	ActionStart Action = "Start"
+	// ActionStall: report a cause only a person can remove (Stalled),
+	// keeping the phase; the step is retried with backoff.
+	ActionStall Action = "Stall"
 )
 
 // Next is the outcome of a transition.
@@ -78,6 +109,8 @@ type Next struct {
 	Wait time.Duration
 	// Result is the worker's, for ActionSucceed.
 	Result *workerv1.Result
+	// Attempt is the attempt started, for ActionStart.
+	Attempt int32
 }
 
 // Transition moves a run on one event. Succeeded and Failed are terminal
@@ -86,6 +119,16 @@ type Next struct {
 func Transition(run Run, ev Event, policy RetryPolicy) Next {
 	terminal := run.Phase == v1alpha1.PhaseSucceeded || run.Phase == v1alpha1.PhaseFailed
 	stay := Next{Phase: run.Phase, Action: ActionNone}
+	switch {
+	case ev.hold != nil && ev.stall:
+		return Next{Phase: v1alpha1.PhaseFailed, Action: ActionFail, Reason: ev.hold.Reason, Message: ev.hold.Message}
+	case ev.hold != nil:
+		return Next{Phase: v1alpha1.PhasePending, Action: ActionProgress, Reason: ev.hold.Reason, Message: ev.hold.Message}
+	case ev.stepErr != nil:
+		return stepFailed(run, ev.stepErr)
+	case ev.attempt > 0:
+		return Next{Phase: v1alpha1.PhasePending, Action: ActionStart, Attempt: ev.attempt}
+	}
 	if ev.observed == nil {
 		if run.Phase != v1alpha1.PhaseFailed {
 			return stay
@@ -135,4 +178,26 @@ func Backoff(attempt int32, base, cap_ time.Duration) time.Duration {
 		d *= 2
 	}
 	return min(d, cap_)
+}
+
+// stepFailed keeps the phase (Pending for a run not yet started) and puts
+// the error in Ready: the run has not failed, it cannot go on until the
+// cause is fixed. A finished run's result stands; the error is retried.
+func stepFailed(run Run, err error) Next {
+	if run.Phase == v1alpha1.PhaseSucceeded {
+		return Next{Phase: run.Phase, Action: ActionNone}
+	}
+	reason, stall := ReasonReconcileError, false
+	var se *StepError
+	if errors.As(err, &se) {
+		reason, stall = se.Reason, se.Stall
+	}
+	next := Next{Phase: run.Phase, Action: ActionProgress, Reason: reason, Message: err.Error()}
+	if next.Phase == "" {
+		next.Phase = v1alpha1.PhasePending
+	}
+	if stall {
+		next.Action = ActionStall
+	}
+	return next
 }

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -42,11 +40,10 @@ func (p *Pipeline) verifyPushed(ctx context.Context, s *scope) (ctrl.Result, err
 	if job != nil {
 		seq, _ := strconv.Atoi(job.Labels[LabelAttempt])
 		if int32(seq) > st.Verifications {
-			pods, err := JobPods(ctx, p.Client, job)
+			o, _, err := p.observeJob(ctx, job)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
-			o := Observe(job, pods)
 			switch o.State {
 			case StateSucceeded:
 				setCondition(st, v1alpha1.ConditionVerified, metav1.ConditionTrue, "Verified",
@@ -92,17 +89,8 @@ func (p *Pipeline) createVerifyJob(ctx context.Context, s *scope, seq int32) err
 	if err != nil {
 		return err
 	}
-	job := BuildJob(JobParams{
+	return CreateJob(ctx, p.Client, p.Config.NewJob(JobVerify, JobParams{
 		Owner: s.owner, Namespace: ns, Generation: s.obj.GetGeneration(), Attempt: seq, InputsHash: verifyInputs(st.InputsHash),
-		Image: p.Config.WorkerImage, Command: "verify", SpecJSON: doc,
-		Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts, EphemeralWorkspace: true,
-		Timeout: verifyTimeout, TTLAfterFinished: p.Config.JobTTL,
-		ServiceAccountName: p.Config.WorkerServiceAccount,
-		Resources:          ptr.To(WorkerResources(&p.Config.WorkerResources, p.runSpec(s).Resources)),
-		TmpSize:            p.Config.WorkerTmpSize,
-	})
-	if err := p.Client.Create(ctx, job); err != nil && !apierrors.IsAlreadyExists(err) {
-		return &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating verification Job %s/%s: %w", job.Namespace, job.Name, err)}
-	}
-	return nil
+		SpecJSON: doc, Env: m.Env, Volumes: m.Volumes, Mounts: m.Mounts,
+	}, p.runSpec(s).Resources))
 }

@@ -87,10 +87,8 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 	case apierrors.IsNotFound(err) && s.remote():
 		// The namespace itself is missing (the manager's
 		// --template-namespace); say so rather than fail every reconcile.
-		s.stop = true
-		s.status.Phase = v1alpha1.PhasePending
-		setProgress(s.status, ReasonNamespaceMissing, fmt.Sprintf("namespace %s, where this run must go (the manager's --template-namespace), does not exist: a platform admin must create it", params.Namespace))
-		return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
+		return ctrl.Result{}, &Waiting{Reason: ReasonNamespaceMissing, RetryAfter: p.Config.BackoffCap,
+			Message: fmt.Sprintf("namespace %s, where this run must go (the manager's --template-namespace), does not exist: a platform admin must create it", params.Namespace)}
 	case apierrors.IsAlreadyExists(err):
 		err := p.existingWorkspace(ctx, s, key)
 		var se *StepError
@@ -98,7 +96,7 @@ func (p *Pipeline) ensureWorkspace(ctx context.Context, s *scope) (ctrl.Result, 
 			// Not a reconcile error: nothing packline watches says when the
 			// PVC is gone, so look again after the longest backoff, rather
 			// than after an error backoff that grows to a quarter hour.
-			reportStepError(s, err)
+			p.reportStepError(s, err)
 			s.stop = true
 			return ctrl.Result{RequeueAfter: p.Config.BackoffCap}, nil
 		}

@@ -1,4 +1,7 @@
-package controllers
+// Package undecodable keeps one stored packline object that does not decode
+// into its Go type from stopping the manager's cache: the object is left
+// out, and reported on itself (see Guard). Only the controllers use it.
+package undecodable
 
 import (
 	"context"
@@ -59,7 +62,7 @@ const ReasonUndecodable = "Undecodable"
 // own, applying the same label selector as the cache's ByObject entry.
 // Other kinds keep the standard informer: the API server validates them
 // fully, so they always decode.
-type undecodableGuard struct {
+type Guard struct {
 	scheme  *runtime.Scheme
 	dynamic dynamic.Interface
 	events  kubernetes.Interface
@@ -77,7 +80,7 @@ var undecodableObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 
 func init() { metrics.Registry.MustRegister(undecodableObjects) }
 
-func newUndecodableGuard(rc *rest.Config, scheme *runtime.Scheme, sel map[reflect.Type]labels.Selector) (*undecodableGuard, error) {
+func NewGuard(rc *rest.Config, scheme *runtime.Scheme, sel map[reflect.Type]labels.Selector) (*Guard, error) {
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, err
@@ -86,11 +89,11 @@ func newUndecodableGuard(rc *rest.Config, scheme *runtime.Scheme, sel map[reflec
 	if err != nil {
 		return nil, err
 	}
-	return &undecodableGuard{scheme: scheme, dynamic: dyn, events: cs, labels: sel, skipped: map[string]bool{}}, nil
+	return &Guard{scheme: scheme, dynamic: dyn, events: cs, labels: sel, skipped: map[string]bool{}}, nil
 }
 
 // NewInformer is a cache.Options.NewInformer.
-func (g *undecodableGuard) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+func (g *Guard) NewInformer(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
 	gvk, ok := g.packlineKind(obj)
 	if !ok {
 		return toolscache.NewSharedIndexInformer(lw, obj, resync, idx)
@@ -98,7 +101,7 @@ func (g *undecodableGuard) NewInformer(lw toolscache.ListerWatcher, obj runtime.
 	return toolscache.NewSharedIndexInformer(g.listWatch(gvk, g.labels[reflect.TypeOf(obj)]), obj, resync, idx)
 }
 
-func (g *undecodableGuard) packlineKind(obj runtime.Object) (schema.GroupVersionKind, bool) {
+func (g *Guard) packlineKind(obj runtime.Object) (schema.GroupVersionKind, bool) {
 	if _, ok := obj.(runtime.Unstructured); ok {
 		return schema.GroupVersionKind{}, false
 	}
@@ -112,7 +115,7 @@ func (g *undecodableGuard) packlineKind(obj runtime.Object) (schema.GroupVersion
 	return kinds[0], true
 }
 
-func (g *undecodableGuard) listWatch(gvk schema.GroupVersionKind, sel labels.Selector) *toolscache.ListWatch {
+func (g *Guard) listWatch(gvk schema.GroupVersionKind, sel labels.Selector) *toolscache.ListWatch {
 	// packline's plurals are the kind, lower case, plus "s".
 	gvr, _ := meta.UnsafeGuessKindToResource(gvk)
 	res := g.dynamic.Resource(gvr)
@@ -143,7 +146,7 @@ func (g *undecodableGuard) listWatch(gvk schema.GroupVersionKind, sel labels.Sel
 }
 
 // typedList converts every item that decodes; the others are reported.
-func (g *undecodableGuard) typedList(ctx context.Context, gvk schema.GroupVersionKind, ul *unstructured.UnstructuredList) (runtime.Object, error) {
+func (g *Guard) typedList(ctx context.Context, gvk schema.GroupVersionKind, ul *unstructured.UnstructuredList) (runtime.Object, error) {
 	list, err := g.scheme.New(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 	if err != nil {
 		return nil, err
@@ -177,7 +180,7 @@ func (g *undecodableGuard) typedList(ctx context.Context, gvk schema.GroupVersio
 // event converts one watch event. A bookmark or deletion needs only the
 // metadata, so it goes on as a stub when the object does not decode; an
 // added or modified object that does not decode becomes a deletion.
-func (g *undecodableGuard) event(ctx context.Context, gvk schema.GroupVersionKind, ev watch.Event) watch.Event {
+func (g *Guard) event(ctx context.Context, gvk schema.GroupVersionKind, ev watch.Event) watch.Event {
 	u, ok := ev.Object.(*unstructured.Unstructured)
 	if !ok {
 		return ev // an error Status
@@ -213,7 +216,7 @@ func (g *undecodableGuard) event(ctx context.Context, gvk schema.GroupVersionKin
 // why, and those Claims wait (claims.SelectProfile). Other kinds have no
 // stand-in: a Claim or Artifact reconciled from a partial spec could act
 // on what the user did not ask for, so they are left out until fixed.
-func (g *undecodableGuard) standIn(gvk schema.GroupVersionKind, u *unstructured.Unstructured, msg string) runtime.Object {
+func (g *Guard) standIn(gvk schema.GroupVersionKind, u *unstructured.Unstructured, msg string) runtime.Object {
 	if gvk.Kind != "EnvironmentProfile" {
 		return nil
 	}
@@ -233,7 +236,7 @@ func (g *undecodableGuard) standIn(gvk schema.GroupVersionKind, u *unstructured.
 	return p
 }
 
-func (g *undecodableGuard) convert(gvk schema.GroupVersionKind, u *unstructured.Unstructured) (runtime.Object, error) {
+func (g *Guard) convert(gvk schema.GroupVersionKind, u *unstructured.Unstructured) (runtime.Object, error) {
 	o, err := g.scheme.New(gvk)
 	if err != nil {
 		return nil, err
@@ -245,7 +248,7 @@ func (g *undecodableGuard) convert(gvk schema.GroupVersionKind, u *unstructured.
 }
 
 // stub is the typed object with u's metadata only.
-func (g *undecodableGuard) stub(gvk schema.GroupVersionKind, u *unstructured.Unstructured) runtime.Object {
+func (g *Guard) stub(gvk schema.GroupVersionKind, u *unstructured.Unstructured) runtime.Object {
 	o, _ := g.scheme.New(gvk)
 	m, _ := meta.Accessor(o)
 	m.SetName(u.GetName())
@@ -263,7 +266,7 @@ func skipKey(gvk schema.GroupVersionKind, u *unstructured.Unstructured) string {
 	return gvk.Kind + " " + u.GetNamespace() + "/" + u.GetName()
 }
 
-func (g *undecodableGuard) setSkipped(gvk schema.GroupVersionKind, u *unstructured.Unstructured, bad bool) (changed bool) {
+func (g *Guard) setSkipped(gvk schema.GroupVersionKind, u *unstructured.Unstructured, bad bool) (changed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	k := skipKey(gvk, u)
@@ -280,19 +283,19 @@ func (g *undecodableGuard) setSkipped(gvk schema.GroupVersionKind, u *unstructur
 	return true
 }
 
-func (g *undecodableGuard) fixed(gvk schema.GroupVersionKind, u *unstructured.Unstructured) {
+func (g *Guard) fixed(gvk schema.GroupVersionKind, u *unstructured.Unstructured) {
 	if g.setSkipped(gvk, u, false) {
 		ctrl.Log.WithName("cache").Info("object decodes again; no longer skipped", "kind", gvk.Kind, "namespace", u.GetNamespace(), "name", u.GetName())
 	}
 }
 
-func (g *undecodableGuard) forget(gvk schema.GroupVersionKind, u *unstructured.Unstructured) {
+func (g *Guard) forget(gvk schema.GroupVersionKind, u *unstructured.Unstructured) {
 	g.setSkipped(gvk, u, false)
 }
 
 // report logs the object and puts a Warning event on it, once per
 // resourceVersion: the event's name is derived from it.
-func (g *undecodableGuard) report(ctx context.Context, gvk schema.GroupVersionKind, u *unstructured.Unstructured, err error) string {
+func (g *Guard) report(ctx context.Context, gvk schema.GroupVersionKind, u *unstructured.Unstructured, err error) string {
 	g.setSkipped(gvk, u, true)
 	field := badField(u.Object, func(m map[string]any) error {
 		_, err := g.convert(gvk, &unstructured.Unstructured{Object: m})
