@@ -58,6 +58,7 @@ type options struct {
 	dryRun    string
 	tail      int64
 	key       string
+	port      int
 }
 
 func verbs() []verb {
@@ -68,6 +69,7 @@ func verbs() []verb {
 		{name: "rerun", args: "KIND/NAME", short: "ask for a new run (sets packline.dev/requestedAt)", run: runRerun},
 		{name: "pull", args: "KIND/NAME DIR", short: "fetch the pushed artifact by digest, verify it and unpack it into DIR", run: runPull},
 		{name: "verify", args: "KIND/NAME", short: "check the cosign signature and SLSA provenance of the pushed digest", flags: verifyFlags, run: runVerify},
+		{name: "ui", short: "serve the catalogue page on 127.0.0.1: template cards, a form, a preview, Create, live status", flags: uiFlags, run: runUI},
 		{name: "completion", args: "bash", short: "print a bash completion script", run: runCompletion},
 	}
 }
