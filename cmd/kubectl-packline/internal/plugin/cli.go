@@ -84,6 +84,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitOK
 	}
+	if args[0] == CompleteVerb {
+		return runComplete(ctx, args[1:], stdout)
+	}
 	var v *verb
 	for _, cand := range verbs() {
 		if cand.name == args[0] {
