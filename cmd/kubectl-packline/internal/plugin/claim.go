@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -260,7 +261,11 @@ func (e *env) profile(ctx context.Context, acc *access) (*v1alpha1.EnvironmentPr
 	}
 	var list v1alpha1.EnvironmentProfileList
 	if err := e.c.List(ctx, &list); err != nil {
-		return nil, "rendering without an EnvironmentProfile: cannot list EnvironmentProfiles: " + reason(err)
+		why := err.Error()
+		if apierrors.IsForbidden(err) {
+			why = "forbidden (ask an admin for list on environmentprofiles.packline.dev, a cluster-wide right)"
+		}
+		return nil, "rendering without an EnvironmentProfile: cannot list EnvironmentProfiles: " + why
 	}
 	p, err := claims.SelectProfile(list.Items, acc.nsLabels)
 	if err != nil {

@@ -361,12 +361,18 @@ func (s *uiServer) check(r *http.Request) (*checked, int, error) {
 		return nil, http.StatusBadRequest, err
 	}
 	ck.claim = c
-	if len(msgs) == 0 {
-		// Values that did not parse are not in c: checking c would
-		// report them again as missing.
-		msgs = append(msgs, localProblems(ctx, acc, c, tpl)...)
-	}
 	ck.errors = FieldErrors(msgs)
+	// A value that did not parse is not in c: checking c may report it
+	// again (as missing); its own error is the one to show.
+	has := map[string]bool{}
+	for _, fe := range ck.errors {
+		has[fe.Field] = true
+	}
+	for _, fe := range FieldErrors(localProblems(ctx, acc, c, tpl)) {
+		if fe.Field == "" || !has[fe.Field] {
+			ck.errors = append(ck.errors, fe)
+		}
+	}
 	return ck, http.StatusOK, nil
 }
 

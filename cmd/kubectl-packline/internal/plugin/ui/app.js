@@ -110,7 +110,10 @@ function inputFor(leaf) {
     // and names the field when the text is not a number.
     input = el("input", Object.assign(attrs, { type: "text", inputmode: leaf.types.includes("integer") || leaf.types.includes("number") ? "numeric" : undefined }));
   }
-  if (s.default !== undefined && input.tagName !== "SELECT") input.placeholder = "default: " + JSON.stringify(s.default);
+  if (input.tagName !== "SELECT") {
+    if (s.default !== undefined) input.placeholder = "default: " + JSON.stringify(s.default);
+    else if (Array.isArray(s.examples) && s.examples.length) input.placeholder = "e.g. " + JSON.stringify(s.examples[0]);
+  }
   const typeText = Array.isArray(s.enum) ? "one of " + s.enum.join(", ") : leaf.types.join(" or ") || "any";
   const help = [typeText, leaf.required ? "required" : "", s.minimum !== undefined ? "≥ " + s.minimum : "", s.maximum !== undefined ? "≤ " + s.maximum : "", s.description || ""].filter(Boolean).join(" · ");
   return el("div", { class: "field" },
