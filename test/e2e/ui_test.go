@@ -190,6 +190,13 @@ func TestPluginUIBrowser(t *testing.T) {
 		g.Expect(text(`tr[data-artifact="tiny-model"] .reference`)).To(Equal(art.Status.Reference))
 	}).Should(Succeed())
 
+	// status.progress, whatever fields it has, renders as a bar, the
+	// bytes and the rate (the same function renders every row's progress).
+	progress, err := chromedp.Run(bctx, chromedp.Evaluate[[]string](`(() => { const n = progressNode({bytesDone: 512, bytesTotal: 2048, bytesPerSecond: 256, files: 3});
+		const p = n.querySelector("progress"); return [n.textContent.trim(), p ? p.value + "/" + p.max : ""]; })()`))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(progress).To(Equal([]string{"512 B / 2.0 KiB · 256 B/s · files: 3", "512/2048"}))
+
 	// The form, from the schema; errors appear inline, each naming its field.
 	do("picking the template", chromedp.Click(chromedp.CSS(card)), chromedp.WaitVisible(chromedp.CSS(`#v-replicas`)))
 	typeInto("#f-name", "Web_1")
