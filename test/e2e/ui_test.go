@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/packline/packline/api/v1alpha1"
@@ -111,6 +112,12 @@ func TestPluginUIBrowser(t *testing.T) {
 		t.Cleanup(func() { _ = sb.Client.Delete(context.Background(), o) })
 	}
 	kc := tenant(t, ns, tpl.Name)
+	// A Claim delivered by Flux, made beforehand, for the page's delivery
+	// column.
+	deployer(t, ns)
+	delivered := wrappers.MakeClaim("delivered", ns, tpl.Name).Values(`{"replicas":1}`).Exposure(v1alpha1.ExposureClusterIP).Target(v1alpha1.Target{PlainHTTP: true}).Obj()
+	delivered.Spec.Delivery = &v1alpha1.Delivery{Flux: &v1alpha1.FluxDelivery{ServiceAccountName: "deployer", Wait: ptr.To(false)}}
+	create(t, delivered)
 	art := newArtifact(ns, "tiny-model", "packline/tiny-model").Obj()
 	create(t, art)
 	waitReady(t, art, art.GetPipelineStatus)
@@ -247,6 +254,12 @@ func TestPluginUIBrowser(t *testing.T) {
 		g.Expect(attr(row, "data-ready")).To(Equal("True"))
 		g.Expect(text(row + " .phase")).To(Equal("Succeeded"))
 		g.Expect(text(row + " .reference")).To(Equal(c.Status.Reference))
+	}).Should(Succeed())
+	// The delivered Claim's row shows Flux's objects, read as her.
+	waitFor(t, func(g Gomega) {
+		d := text(`tr[data-claim="delivered"] .delivery`)
+		g.Expect(d).To(MatchRegexp(`OCIRepository \S+: Ready=True`))
+		g.Expect(d).To(MatchRegexp(`Kustomization \S+: Ready=True`))
 	}).Should(Succeed())
 	do("scrolling to the status", chromedp.ScrollIntoView(chromedp.CSS("#claims-section")))
 	shot("ui-ready.png")

@@ -296,7 +296,8 @@ function deliveryNode(run) {
   const td = el("td", { class: "delivery" });
   if (!run.delivery) { td.textContent = "—"; return td; }
   for (const o of run.delivery.objects) td.append(el("div", { text: o.kind + " " + o.name + ": Ready=" + o.ready + (o.ready !== "True" && o.message ? " (" + o.message + ")" : "") }));
-  if (run.delivery.status.lastAppliedRevision) td.append(el("div", { class: "why", text: "applied " + run.delivery.status.lastAppliedRevision }));
+  const rev = run.delivery.status.lastAppliedRevision;
+  if (rev) td.append(el("div", { class: "why", title: rev, text: "applied " + (rev.length > 24 ? rev.slice(0, 23) + "…" : rev) }));
   if (!td.childNodes.length) td.textContent = "pending";
   return td;
 }
