@@ -253,6 +253,48 @@ func TestPluginClaimFlow(t *testing.T) {
 	g.Expect(r.Stdout).To(ContainSubstring("complete -F _kubectl_packline kubectl-packline"))
 	out, err := exec.Command("bash", "-n", "-c", r.Stdout).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), string(out))
+
+	// kubectl's plugin completion: kubectl (1.26+) runs
+	// kubectl_complete-packline from PATH with the words after "packline"
+	// (the last one being typed) and its own environment. Both ways of
+	// shipping it answer: the script next to main.go, and the binary under
+	// that name.
+	link := filepath.Join(t.TempDir(), "kubectl_complete-packline")
+	g.Expect(os.Symlink(buildPlugin(t), link)).To(Succeed())
+	root, err := sandbox.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, exe := range []string{filepath.Join(root, "cmd", "kubectl-packline", "kubectl_complete-packline"), link} {
+		verbs := kubectlComplete(t, exe, kc, "")
+		g.Expect(verbs).To(ContainElements("catalog", "claim", "why", "rerun", "pull", "verify", "ui", "completion"))
+		g.Expect(kubectlComplete(t, exe, kc, "why", "-n", ns, "")).To(ContainElements("claim/ide", "claimtemplate/"+mine.Name))
+		g.Expect(kubectlComplete(t, exe, kc, "pull", "--namespace="+ns, "claim/")).To(Equal([]string{"claim/ide"}))
+		g.Expect(kubectlComplete(t, exe, kc, "claim", "-n", ns, "plugin-")).To(ContainElements(mine.Name, admins.Name))
+		g.Expect(kubectlComplete(t, exe, kc, "claim", mine.Name, "x", "--dry-run=")).To(Equal([]string{"--dry-run=local", "--dry-run=none", "--dry-run=server"}))
+	}
+}
+
+// kubectlComplete runs a kubectl_complete-packline as kubectl does
+// (KUBECONFIG in the environment, kubectl-packline on PATH) and returns
+// its candidates (without descriptions) after checking the directive line.
+func kubectlComplete(t *testing.T, exe, kubeconfig string, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "KUBECONFIG=" + kubeconfig, "PATH=" + filepath.Dir(buildPlugin(t)) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %q: %v", exe, args, err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, ":") {
+		t.Fatalf("%s %q: no :directive last line in\n%s", exe, args, out)
+	}
+	var cands []string
+	for _, l := range lines[:len(lines)-1] {
+		w, _, _ := strings.Cut(l, "\t")
+		cands = append(cands, w)
+	}
+	return cands
 }
 
 // expectModes compares each pulled file's mode with its tar header in the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -105,6 +106,12 @@ func buildClaim(tpl *v1alpha1.ClaimTemplate, ns, name string, o *options, files 
 	if err != nil {
 		return nil, err
 	}
+	return claimFor(tpl, ns, name, o, values)
+}
+
+// claimFor is the Claim of tpl named name in ns, with values and the
+// exposure and target flags of o.
+func claimFor(tpl *v1alpha1.ClaimTemplate, ns, name string, o *options, values map[string]any) (*v1alpha1.Claim, error) {
 	c := &v1alpha1.Claim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Claim"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
@@ -154,22 +161,53 @@ func localProblems(ctx context.Context, acc *access, c *v1alpha1.Claim, tpl *v1a
 	return out
 }
 
-// renderLocal renders c with the worker's own code (jobs/render), from a
-// clone made with the worker's own Git code, with the namespace's
-// EnvironmentProfile when the user may read it, and prints the manifests.
+// renderLocal renders c with the worker's own code and prints the
+// manifests, or with diff what they change against what c pushed.
 func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, diff bool) (int, error) {
+	r, err := e.render(ctx, acc, c, tpl)
+	if r.Note != "" {
+		fmt.Fprintln(e.stderr, "Note:", r.Note)
+	}
+	if err != nil {
+		return ExitFailed, err
+	}
+	if diff {
+		return e.diffPushed(ctx, c, r.Files)
+	}
+	fmt.Fprintf(e.stdout, "# %s\n", r.Header)
+	for i, f := range r.Files {
+		if i > 0 {
+			fmt.Fprintln(e.stdout, "---")
+		}
+		fmt.Fprintf(e.stdout, "# %s\n%s", f.Name, strings.TrimSuffix(string(f.Data), "\n")+"\n")
+	}
+	return ExitOK, nil
+}
+
+// rendered is a local render: what it is of (Header), a Note when the
+// namespace's EnvironmentProfile could not be used, and the manifests.
+type rendered struct {
+	Header string
+	Note   string
+	Files  []archive.File
+}
+
+// render renders c with the worker's own code (jobs/render), from a clone
+// made with the worker's own Git code, with the namespace's
+// EnvironmentProfile when the user may read it. The catalogue page's
+// preview is this same render.
+func (e *env) render(ctx context.Context, acc *access, c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate) (rendered, error) {
+	var r rendered
 	if tpl.Spec.Private() {
-		return ExitFailed, fmt.Errorf("ClaimTemplate %s reads a private repository (spec.source.secretRef): its credentials are for the manager only, so it cannot be rendered here; use --dry-run=server", tpl.Name)
+		return r, fmt.Errorf("ClaimTemplate %s reads a private repository (spec.source.secretRef): its credentials are for the manager only, so it cannot be rendered here; use --dry-run=server", tpl.Name)
 	}
 	profile, note := e.profile(ctx, acc)
-	if note != "" {
-		fmt.Fprintln(e.stderr, "Note:", note)
-	}
+	r.Note = note
 	var arts v1alpha1.ArtifactList
 	artifacts := map[string]*v1alpha1.Artifact{}
 	if len(claims.BoundArtifacts(c, tpl)) > 0 {
 		if err := e.c.List(ctx, &arts, client.InNamespace(e.ns)); err != nil {
-			return ExitFailed, fmt.Errorf("listing the Artifacts the values bind: %w", err)
+			return r, fmt.Errorf("listing the Artifacts the values bind: %w", err)
 		}
 		for i := range arts.Items {
 			artifacts[arts.Items[i].Name] = &arts.Items[i]
@@ -177,11 +215,11 @@ func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, t
 	}
 	values, params, _, err := claims.ResolveArtifacts(c, tpl, artifacts)
 	if err != nil {
-		return ExitFailed, err
+		return r, err
 	}
 	exposure, err := claims.CheckExposure(tpl, c.Spec.Exposure)
 	if err != nil {
-		return ExitFailed, err
+		return r, err
 	}
 	tplSpec := *tpl.Spec.DeepCopy()
 	tplSpec.Parameters = params
@@ -192,28 +230,20 @@ func (e *env) renderLocal(ctx context.Context, acc *access, c *v1alpha1.Claim, t
 	}
 	dir, err := os.MkdirTemp("", "kubectl-packline-clone-")
 	if err != nil {
-		return ExitFailed, err
+		return r, err
 	}
 	defer os.RemoveAll(dir)
 	rev, snap, err := source.Fetch(ctx, source.Options{URL: tpl.Spec.Source.URL, Ref: tpl.Spec.Source.Ref, Dir: dir})
 	if err != nil {
-		return ExitFailed, fmt.Errorf("cloning ClaimTemplate %s spec.source: %w", tpl.Name, err)
+		return r, fmt.Errorf("cloning ClaimTemplate %s spec.source: %w", tpl.Name, err)
 	}
 	files, err := render.Manifests(doc, snap, render.Limits{})
 	if err != nil {
-		return ExitFailed, fmt.Errorf("rendering: %w", err)
+		return r, fmt.Errorf("rendering: %w", err)
 	}
-	if diff {
-		return e.diffPushed(ctx, c, files)
-	}
-	fmt.Fprintf(e.stdout, "# Claim %s/%s of ClaimTemplate %s at %s (%s), rendered locally\n", c.Namespace, c.Name, tpl.Name, render.Revision(rev), profileName(profile))
-	for i, f := range files {
-		if i > 0 {
-			fmt.Fprintln(e.stdout, "---")
-		}
-		fmt.Fprintf(e.stdout, "# %s\n%s", f.Name, strings.TrimSuffix(string(f.Data), "\n")+"\n")
-	}
-	return ExitOK, nil
+	r.Header = fmt.Sprintf("Claim %s/%s of ClaimTemplate %s at %s (%s), rendered locally", c.Namespace, c.Name, tpl.Name, render.Revision(rev), profileName(profile))
+	r.Files = files
+	return r, nil
 }
 
 func profileName(p *v1alpha1.EnvironmentProfile) string {
@@ -231,7 +261,11 @@ func (e *env) profile(ctx context.Context, acc *access) (*v1alpha1.EnvironmentPr
 	}
 	var list v1alpha1.EnvironmentProfileList
 	if err := e.c.List(ctx, &list); err != nil {
-		return nil, "rendering without an EnvironmentProfile: cannot list EnvironmentProfiles: " + reason(err)
+		why := err.Error()
+		if apierrors.IsForbidden(err) {
+			why = "forbidden (ask an admin for list on environmentprofiles.packline.dev, a cluster-wide right)"
+		}
+		return nil, "rendering without an EnvironmentProfile: cannot list EnvironmentProfiles: " + why
 	}
 	p, err := claims.SelectProfile(list.Items, acc.nsLabels)
 	if err != nil {

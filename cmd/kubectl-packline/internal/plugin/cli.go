@@ -58,6 +58,7 @@ type options struct {
 	dryRun    string
 	tail      int64
 	key       string
+	port      int
 }
 
 func verbs() []verb {
@@ -68,6 +69,7 @@ func verbs() []verb {
 		{name: "rerun", args: "KIND/NAME", short: "ask for a new run (sets packline.dev/requestedAt)", run: runRerun},
 		{name: "pull", args: "KIND/NAME DIR", short: "fetch the pushed artifact by digest, verify it and unpack it into DIR", run: runPull},
 		{name: "verify", args: "KIND/NAME", short: "check the cosign signature and SLSA provenance of the pushed digest", flags: verifyFlags, run: runVerify},
+		{name: "ui", short: "serve the catalogue page on 127.0.0.1: template cards, a form, a preview, Create, live status", flags: uiFlags, run: runUI},
 		{name: "completion", args: "bash", short: "print a bash completion script", run: runCompletion},
 	}
 }
@@ -81,6 +83,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return ExitUsage
 		}
 		return ExitOK
+	}
+	if args[0] == CompleteVerb {
+		return runComplete(ctx, args[1:], stdout)
 	}
 	var v *verb
 	for _, cand := range verbs() {

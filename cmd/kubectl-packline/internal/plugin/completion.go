@@ -8,8 +8,8 @@ import (
 
 // runCompletion prints a bash completion script: verbs, flags, and
 // KIND/NAME from `kubectl get -o name` (so with the user's own rights).
-// It completes kubectl-packline; kubectl's own plugin completion (a
-// kubectl_complete-packline executable) is not provided.
+// It completes kubectl-packline run by itself; `kubectl packline <TAB>`
+// is completed by kubectl, through kubectl_complete-packline (complete.go).
 func runCompletion(_ context.Context, e *env, _ *options, args []string) (int, error) {
 	if len(args) != 1 || args[0] != "bash" {
 		return ExitUsage, usagef("completion takes one shell: bash")
@@ -38,7 +38,7 @@ _kubectl_packline() {
         -n|--namespace) COMPREPLY=( $(compgen -W "$(kubectl get namespaces -o name 2>/dev/null | cut -d/ -f2)" -- "$cur") ); return ;;
     esac
     if [[ "$cur" == -* ]]; then
-        COMPREPLY=( $(compgen -W "--kubeconfig --context --namespace -n --set --values -f --exposure --host --tag --plain-http --dry-run --diff --tail --key --all" -- "$cur") ); return
+        COMPREPLY=( $(compgen -W "--kubeconfig --context --namespace -n --set --values -f --exposure --host --tag --plain-http --dry-run --diff --tail --key --all --port" -- "$cur") ); return
     fi
     case "$verb" in
         why|rerun) COMPREPLY=( $(compgen -W "$(kubectl get claims.packline.dev,artifacts.packline.dev,claimtemplates.packline.dev -o name 2>/dev/null | sed 's/\.packline\.dev//')" -- "$cur") ) ;;

@@ -119,10 +119,20 @@ func setValue(out map[string]any, schema *Schema, kv string) error {
 	if !ok || len(path) == 0 {
 		return fmt.Errorf("--set %s: want KEY=VALUE (nested keys with dots: a.b=c)", kv)
 	}
+	if err := SetPath(out, schema, path, raw); err != nil {
+		return fmt.Errorf("--set %s: %w", kv, err)
+	}
+	return nil
+}
+
+// SetPath sets the value at path in out from its text raw, typed by the
+// schema as --set types it. Errors start with the field,
+// spec.values.<path>: the catalogue page shows them next to its input.
+func SetPath(out map[string]any, schema *Schema, path []string, raw string) error {
 	field := "spec.values." + strings.Join(path, ".")
 	v, err := typed(schema.at(path), raw)
 	if err != nil {
-		return fmt.Errorf("--set %s: %s: %v", kv, field, err)
+		return fmt.Errorf("%s: %v", field, err)
 	}
 	m := out
 	for i, p := range path[:len(path)-1] {
@@ -135,7 +145,7 @@ func setValue(out map[string]any, schema *Schema, kv string) error {
 		}
 		nm, isMap := next.(map[string]any)
 		if !isMap {
-			return fmt.Errorf("--set %s: spec.values.%s is a %s, not a mapping", kv, strings.Join(path[:i+1], "."), jsonType(next))
+			return fmt.Errorf("spec.values.%s is a %s, not a mapping", strings.Join(path[:i+1], "."), jsonType(next))
 		}
 		m = nm
 	}
