@@ -193,7 +193,22 @@ func checkSpec(tpl *v1alpha1.ClaimTemplate, ns string) (workerv1.Claim, error) {
 	}
 	t := *tpl.Spec.DeepCopy()
 	t.Exposures = []v1alpha1.ExposureOption{opt}
+	t.Parameters = checkParameters(t.Parameters)
 	return workerv1.Claim{Name: checkClaimName, Namespace: ns, Template: t, Values: values, Exposure: exposure, Check: true}, nil
+}
+
+// checkParameters drops Artifact bindings: their value names an Artifact,
+// which a check has none of to resolve, and the worker knows only the
+// kinds a Claim's render resolves them to (claims.ResolveArtifacts). The
+// check still renders every other binding.
+func checkParameters(params []v1alpha1.ParameterBinding) []v1alpha1.ParameterBinding {
+	var kept []v1alpha1.ParameterBinding
+	for _, b := range params {
+		if b.Kind != v1alpha1.BindingArtifact {
+			kept = append(kept, b)
+		}
+	}
+	return kept
 }
 
 // checkValues takes each top-level property's default, else its first
