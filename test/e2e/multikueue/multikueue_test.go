@@ -2,10 +2,13 @@ package multikueue
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -25,6 +28,7 @@ import (
 func TestMultiKueueDispatchesToWorkerCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
+	w := watchWorker(t, ns)
 	a := newArtifact(ns, "model").Obj()
 	if err := sb.Client.Create(ctx, a); err != nil {
 		t.Fatal(err)
@@ -34,28 +38,13 @@ func TestMultiKueueDispatchesToWorkerCluster(t *testing.T) {
 	g.Expect(got.Status.Digest).To(HavePrefix("sha256:"))
 
 	// The run's Job on the worker cluster, made by MultiKueue, succeeded
-	// with a pod on the worker cluster's node.
-	wj := workerJobs(t, ns)
-	g.Expect(wj).To(HaveLen(1))
-	g.Expect(wj[0].Status.Succeeded).To(Equal(int32(1)))
-	wp := pods(t, sb.Worker().Client, ns)
-	g.Expect(wp).NotTo(BeEmpty())
-	for _, p := range wp {
-		g.Expect(p.Spec.NodeName).To(Equal(sandbox.WorkerNodeName))
-		g.Expect(p.Spec.Containers[0].Args).To(Equal([]string{"artifact"}))
-	}
+	// with a pod on the worker cluster's node. (MultiKueue deletes it once
+	// the Workload has finished, so the watch saw it.)
+	g.Expect(w.jobs()).To(Equal(map[string]string{jobName(t, ns): "Complete"}))
+	g.Expect(w.pods()).To(ConsistOf(workerPod{Node: sandbox.WorkerNodeName, Command: "artifact", Phase: corev1.PodSucceeded}))
 
 	// The management cluster: the dispatched Job (never run here) and the
 	// read-back Job; no PVC, and no pod but the read-back's.
-	var jobs batchv1.JobList
-	g.Expect(sb.Client.List(ctx, &jobs, client.InNamespace(ns))).To(Succeed())
-	var dispatched int
-	for _, j := range jobs.Items {
-		if j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == sandbox.MultiKueueJobManagedBy {
-			dispatched++
-		}
-	}
-	g.Expect(dispatched).To(Equal(1))
 	var pvcs corev1.PersistentVolumeClaimList
 	g.Expect(sb.Client.List(ctx, &pvcs, client.InNamespace(ns))).To(Succeed())
 	g.Expect(pvcs.Items).To(BeEmpty())
@@ -64,8 +53,28 @@ func TestMultiKueueDispatchesToWorkerCluster(t *testing.T) {
 	}
 
 	tags, manifests := pushed(t, got)
-	g.Expect(tags).To(Equal([]string{got.Status.Tag}))
-	g.Expect(manifests).To(ContainElement(got.Status.Digest))
+	g.Expect(tags).To(ConsistOf(wantTags(got)))
+	g.Expect(manifests).To(ConsistOf(wantManifests(got)))
+}
+
+// wantTags are the tags one run pushes: the target tag, and the image
+// view's tag (sha256-<artifact digest>.image) when it has one.
+func wantTags(a *v1alpha1.Artifact) []string {
+	tags := []string{a.Status.Tag}
+	if a.Status.ImageDigest != "" {
+		tags = append(tags, strings.Replace(a.Status.Digest, ":", "-", 1)+".image")
+	}
+	return tags
+}
+
+// wantManifests are the manifests one run pushes: the artifact and its
+// image view.
+func wantManifests(a *v1alpha1.Artifact) []string {
+	m := []string{a.Status.Digest}
+	if a.Status.ImageDigest != "" {
+		m = append(m, a.Status.ImageDigest)
+	}
+	return m
 }
 
 func waitReady(t testing.TB, a *v1alpha1.Artifact) *v1alpha1.Artifact {
@@ -80,16 +89,109 @@ func waitReady(t testing.TB, a *v1alpha1.Artifact) *v1alpha1.Artifact {
 	return got
 }
 
-// workerJobs are the Jobs MultiKueue made on the worker cluster in ns,
-// by attempt.
-func workerJobs(t testing.TB, ns string) []batchv1.Job {
+// jobName is the name of the one dispatched Job on the management
+// cluster in ns.
+func jobName(t testing.TB, ns string) string {
+	t.Helper()
+	var names []string
+	for _, j := range dispatchedJobs(t, ns) {
+		names = append(names, j.Name)
+	}
+	if len(names) != 1 {
+		t.Fatalf("dispatched Jobs in %s: %v, want one", ns, names)
+	}
+	return names[0]
+}
+
+// dispatchedJobs are the management cluster's Jobs in ns handed to
+// MultiKueue, by name.
+func dispatchedJobs(t testing.TB, ns string) []batchv1.Job {
 	t.Helper()
 	var jobs batchv1.JobList
-	if err := sb.Worker().Client.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
+	if err := sb.Client.List(context.Background(), &jobs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	sort.Slice(jobs.Items, func(i, k int) bool { return jobs.Items[i].Name < jobs.Items[k].Name })
-	return jobs.Items
+	var out []batchv1.Job
+	for _, j := range jobs.Items {
+		if j.Spec.ManagedBy != nil && *j.Spec.ManagedBy == sandbox.MultiKueueJobManagedBy {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out
+}
+
+// workerPod is what the watch keeps of a worker cluster pod.
+type workerPod struct {
+	Node, Command string
+	Phase         corev1.PodPhase
+}
+
+// workerWatch follows ns on the worker cluster: the Jobs MultiKueue makes
+// there (and deletes once their Workload finishes) and their pods.
+type workerWatch struct {
+	mu      sync.Mutex
+	jobSeen map[string]string
+	podSeen map[string]workerPod
+}
+
+func watchWorker(t testing.TB, ns string) *workerWatch {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	kube := sb.Worker().Kube
+	jw, err := kube.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, err := kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &workerWatch{jobSeen: map[string]string{}, podSeen: map[string]workerPod{}}
+	go func() {
+		for ev := range jw.ResultChan() {
+			if j, ok := ev.Object.(*batchv1.Job); ok {
+				w.mu.Lock()
+				w.jobSeen[j.Name] = jobState(j)
+				w.mu.Unlock()
+			}
+		}
+	}()
+	go func() {
+		for ev := range pw.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && len(p.Spec.Containers) > 0 {
+				w.mu.Lock()
+				w.podSeen[p.Name] = workerPod{Node: p.Spec.NodeName, Command: strings.Join(p.Spec.Containers[0].Args, " "), Phase: p.Status.Phase}
+				w.mu.Unlock()
+			}
+		}
+	}()
+	return w
+}
+
+// jobState is a Job's finished condition, or "Active"/"Suspended".
+func jobState(j *batchv1.Job) string {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return string(c.Type)
+		}
+	}
+	if j.Spec.Suspend != nil && *j.Spec.Suspend {
+		return "Suspended"
+	}
+	return "Active"
+}
+
+func (w *workerWatch) jobs() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.jobSeen)
+}
+
+func (w *workerWatch) pods() []workerPod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Collect(maps.Values(w.podSeen))
 }
 
 func pods(t testing.TB, c client.Client, ns string) []corev1.Pod {
