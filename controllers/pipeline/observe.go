@@ -106,9 +106,16 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 		return o
 	}
 	if len(pods) == 0 && dispatched(job) {
-		if job.Status.Active > 0 {
+		// status.ready (mirrored with the rest) tells a running pod from
+		// one that is pending there, or whose node went down; a status
+		// without it (a Job controller before 1.29) counts as running.
+		if job.Status.Active > 0 && (job.Status.Ready == nil || *job.Status.Ready > 0) {
 			return Observation{State: StateRunning, Reason: ReasonRunning,
 				Message: fmt.Sprintf("running on a worker cluster (spec.managedBy %s)", *job.Spec.ManagedBy)}
+		}
+		if job.Status.Active > 0 {
+			return Observation{State: StatePending, Reason: ReasonDispatched,
+				Message: fmt.Sprintf("handed to %s; on the worker cluster its pod is not running (Job status: %d active, 0 ready): not started yet, or its node is down", *job.Spec.ManagedBy, job.Status.Active)}
 		}
 		// Admitted here; the copy on the worker cluster has not reported
 		// an active pod yet (nor will a pod ever appear on this cluster).

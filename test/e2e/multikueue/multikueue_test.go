@@ -33,7 +33,11 @@ func TestMultiKueueDispatchesToWorkerCluster(t *testing.T) {
 	if err := sb.Client.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
+	trail := watchStatus(t, a)
 	got := waitReady(t, a)
+	for _, l := range trail.seen() {
+		t.Logf("status: %s", l)
+	}
 	g := NewWithT(t)
 	g.Expect(got.Status.Digest).To(HavePrefix("sha256:"))
 

@@ -44,11 +44,24 @@ func TestMultiKueueWorkerNodeStopped(t *testing.T) {
 		}
 	})
 	// The stopped node's pod is reported failed; the attempt's Job fails on
-	// the worker cluster, MultiKueue mirrors that, and packline starts
-	// attempt 2, whose Job waits on the worker cluster (no node binds it).
+	// the worker cluster, MultiKueue mirrors that, and packline says so and
+	// starts attempt 2.
 	waitFor(t, func(g Gomega) {
-		jobs := dispatchedJobs(t, ns)
-		g.Expect(jobs).To(HaveLen(2))
+		g.Expect(trail.seen()).To(ContainElement(SatisfyAll(
+			HaveField("Phase", v1alpha1.PhaseRetrying),
+			HaveField("Reason", "FailedOnWorkerCluster"),
+			HaveField("Message", HavePrefix("attempt 1 failed: Job failed on a worker cluster (spec.managedBy kueue.x-k8s.io/multikueue): BackoffLimitExceeded: Job has reached the specified backoff limit; the worker pod, with its exit and result, is on that cluster only; retrying in ")))))
+	}).Should(Succeed())
+	// Attempt 2 is admitted and dispatched; on the worker cluster its pod
+	// waits, as no node runs it: the user is told it is not running.
+	waitFor(t, func(g Gomega) {
+		o := &v1alpha1.Artifact{}
+		g.Expect(sb.Client.Get(ctx, client.ObjectKeyFromObject(a), o)).To(Succeed())
+		c := ready(&o.Status)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(statusLine{o.Status.Phase, c.Reason, c.Message}).To(Equal(statusLine{v1alpha1.PhasePending, "Dispatched",
+			"handed to kueue.x-k8s.io/multikueue; on the worker cluster its pod is not running (Job status: 1 active, 0 ready): not started yet, or its node is down"}))
+		g.Expect(o.Status.Attempts).To(Equal(int32(2)))
 	}).Should(Succeed())
 	for _, l := range trail.seen() {
 		t.Logf("status while the node is down: %s", l)
