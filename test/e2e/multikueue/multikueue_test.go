@@ -40,6 +40,9 @@ func TestMultiKueueDispatchesToWorkerCluster(t *testing.T) {
 	}
 	g := NewWithT(t)
 	g.Expect(got.Status.Digest).To(HavePrefix("sha256:"))
+	// The image view the worker pushed beside the artifact is read back
+	// too (before, a dispatched run's status.imageDigest stayed empty).
+	g.Expect(got.Status.ImageDigest).To(HavePrefix("sha256:"))
 
 	// The run's Job on the worker cluster, made by MultiKueue, succeeded
 	// with a pod on the worker cluster's node. (MultiKueue deletes it once
