@@ -164,6 +164,11 @@ e2e-kueue: k8s-assets registry flux kueue ## Run the queueing tests on the sandb
 	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_KUEUE_DIR="$$(test/tools/kueue.sh)" \
 		go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/kueue
 
+.PHONY: e2e-multikueue
+e2e-multikueue: k8s-assets registry flux kueue ## Run the MultiKueue tests: a second control plane as the worker cluster, real Kueue on both (test/e2e/multikueue; also part of `make test`).
+	KUBEBUILDER_ASSETS="$$(test/tools/k8s-assets.sh)" PACKLINE_REGISTRY_BIN="$$(test/tools/registry.sh)" PACKLINE_FLUX_DIR="$$(test/tools/flux.sh)" PACKLINE_KUEUE_DIR="$$(test/tools/kueue.sh)" \
+		go test $(GO_TEST_FLAGS) -count=1 -timeout 20m ./test/e2e/multikueue
+
 .PHONY: fmt vet
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -37,6 +37,7 @@ func main() {
 	flag.StringVar(&o.ManagerBin, "manager-bin", "", "Built cmd/manager (default: build it).")
 	flag.StringVar(&o.WorkerBin, "worker-bin", "", "Built cmd/worker (default: build it).")
 	flag.BoolVar(&kueue, "kueue", false, "Also run Kueue v0.17 (built by test/tools/kueue.sh, or PACKLINE_KUEUE_DIR), for Artifacts and Claims with spec.queueName.")
+	flag.BoolVar(&o.MultiKueue, "multikueue", false, "With --kueue: also start a second cluster (control plane, process node, Kueue) as a MultiKueue worker, and run the manager with --job-managed-by=kueue.x-k8s.io/multikueue (config/samples/multikueue; see docs/how-to/worker-clusters-multikueue.md).")
 	flag.StringVar(&o.Node, "node", "", `Where pods run: "" (the process node, host processes) or "real" (kubelet, containerd, runc and CNI from make node-assets; needs root).`)
 	flag.BoolVar(&once, "once", false, "Exit after the samples are Ready and pulled, instead of serving until interrupted.")
 	flag.StringVar(&kc, "write-kubeconfig", "", "Also write a kubeconfig here, with contexts sandbox-admin (current) and alice (group team-a, no rights until granted); removed on exit. make demo writes bin/demo.kubeconfig.")
@@ -51,6 +52,10 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if o.MultiKueue && !kueue {
+		fmt.Fprintln(os.Stderr, "sandbox: --multikueue needs --kueue")
+		os.Exit(2)
+	}
 	if kueue {
 		root, err := sandbox.RepoRoot()
 		if err == nil {

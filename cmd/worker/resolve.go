@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/errdef"
+	"oras.land/oras-go/v2/registry/remote"
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/jobs/failure"
+	"github.com/packline/packline/jobs/push"
 	"github.com/packline/packline/jobs/registry"
 )
 
@@ -63,11 +66,45 @@ func resolveTag(ctx context.Context, t workerv1.Target) (workerv1.Result, error)
 	if artifactType == "" {
 		artifactType = m.Config.MediaType
 	}
-	return workerv1.Result{
+	res := workerv1.Result{
 		Digest: desc.Digest.String(), Reference: t.Repository + "@" + desc.Digest.String(),
 		MediaType: desc.MediaType, ArtifactType: artifactType, Size: desc.Size, Tag: tag,
 		SourceRevision: revisionOf(m.Annotations[ocispec.AnnotationRevision]),
-	}, nil
+	}
+	img, err := imageViewOf(ctx, repo, desc.Digest)
+	if err != nil {
+		return workerv1.Result{}, err
+	}
+	if img != "" {
+		res.ImageDigest, res.ImageReference = img, t.Repository+"@"+img
+	}
+	return res, nil
+}
+
+// imageViewOf is the digest of the image view the run pushed beside the
+// artifact (tag push.ImageTag(artifact), annotated as its view), or ""
+// when there is none (a Claim's artifact, or a format without one): the
+// pushing run reports it in its result, so the read-back must too, or
+// status.imageDigest of a dispatched run would be empty.
+func imageViewOf(ctx context.Context, repo *remote.Repository, artifact digest.Digest) (string, error) {
+	desc, rc, err := repo.FetchReference(ctx, push.ImageTag(artifact))
+	switch {
+	case errors.Is(err, errdef.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", failure.Registry(err)
+	}
+	raw, err := content.ReadAll(rc, desc)
+	rc.Close()
+	if err != nil {
+		return "", failure.Registry(err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil || m.Annotations[push.AnnotationImageOf] != artifact.String() {
+		// Not a view of this artifact, whoever pushed it: none to report.
+		return "", nil
+	}
+	return desc.Digest.String(), nil
 }
 
 // revisionOf turns the OCI revision annotation back into a status

@@ -32,12 +32,16 @@ func TestResolveOnRealRegistry(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("push failed: %+v", pushed.Error)
 	}
+	if pushed.ImageDigest == "" {
+		t.Fatal("the push reported no image view; the read-back of one is not tested")
+	}
 	code, got := runCommand(t, "resolve", workerv1.Resolve{Target: target})
 	if code != 0 || got.Failed() {
 		t.Fatalf("resolve failed: exit %d, %+v", code, got.Error)
 	}
 	if got.Digest != pushed.Digest || got.Reference != pushed.Reference || got.MediaType != pushed.MediaType ||
-		got.ArtifactType != pushed.ArtifactType || got.Size != pushed.Size {
+		got.ArtifactType != pushed.ArtifactType || got.Size != pushed.Size ||
+		got.ImageDigest != pushed.ImageDigest || got.ImageReference != pushed.ImageReference {
 		t.Errorf("resolved %+v, pushed %+v", got, pushed)
 	}
 	target.Tag = "v9"

@@ -126,8 +126,12 @@ type JobParams struct {
 	EphemeralWorkspace bool
 	// DispatchedWorkspace, for a Job another cluster runs (ManagedBy), puts
 	// the workspace in a generic ephemeral volume of this size and class,
-	// created with the pod wherever it runs: the workspace PVC exists only
-	// on this cluster.
+	// created with the pod wherever it runs: a workspace PVC made here
+	// could not be mounted there, and MultiKueue copies no PVC. Not an
+	// emptyDir: that would put a model of any size on the worker node's
+	// root disk, where the ephemeral volume gets the storage class and
+	// size the workspace asks for, and goes with the pod
+	// (test/e2e/multikueue asserts no PVC on the management cluster).
 	DispatchedWorkspace *WorkspaceParams
 
 	Timeout          time.Duration

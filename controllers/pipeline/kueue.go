@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -63,12 +64,41 @@ func QueuedBy(o Observation, wl *unstructured.Unstructured) Observation {
 	} else if st == "True" {
 		if st, reason, msg := get(workloadAdmitted); st != "True" {
 			o.Reason = ReasonWaitingForAdmission
-			o.Message = fmt.Sprintf("queued by Kueue: Workload %s has quota reserved, waiting for admission (%s: %s)", name, reason, msg)
+			o.Message = fmt.Sprintf("queued by Kueue: Workload %s has quota reserved, waiting for admission", name)
+			if checks := pendingChecks(wl); checks != "" {
+				o.Message += " checks: " + checks
+			} else if reason != "" {
+				o.Message += fmt.Sprintf(" (%s: %s)", reason, msg)
+			}
 			return o
 		}
 	}
 	o.Message = fmt.Sprintf("Job is suspended, waiting for admission by its queue (Kueue Workload %s)", name)
 	return o
+}
+
+// pendingChecks describes the Workload's admission checks that are not
+// Ready, from status.admissionChecks: "multikueue (Pending: The workload
+// got reservation on \"worker\")". Kueue v0.17 sets no Admitted
+// condition while they are pending (only QuotaReserved), so the checks'
+// own states are what says why.
+func pendingChecks(wl *unstructured.Unstructured) string {
+	checks, _, _ := unstructured.NestedSlice(wl.Object, "status", "admissionChecks")
+	var out []string
+	for _, c := range checks {
+		m, _ := c.(map[string]any)
+		name, _ := m["name"].(string)
+		state, _ := m["state"].(string)
+		msg, _ := m["message"].(string)
+		if state == "Ready" {
+			continue
+		}
+		if msg != "" {
+			state += ": " + msg
+		}
+		out = append(out, fmt.Sprintf("%s (%s)", name, state))
+	}
+	return strings.Join(out, ", ")
 }
 
 // workloadOf finds the Workload Kueue made for job (the one it owns), in

@@ -42,6 +42,21 @@ func TestQueuedBy(t *testing.T) {
 			map[string]any{"type": "Admitted", "status": "False", "reason": "NoChecks", "message": "The workload has not all checks ready"}),
 			want: Observation{State: StateQueued, Reason: ReasonWaitingForAdmission,
 				Message: "queued by Kueue: Workload job-a-g1-a1-1f2e3 has quota reserved, waiting for admission (NoChecks: The workload has not all checks ready)"}},
+		{name: "quota reserved, MultiKueue check pending, no Admitted condition (Kueue v0.17)", in: queued, wl: withChecks(workload(
+			map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue cq"}),
+			map[string]any{"name": "multikueue", "state": "Pending", "message": `The workload got reservation on "worker"`},
+			map[string]any{"name": "other", "state": "Ready", "message": "fine"}),
+			want: Observation{State: StateQueued, Reason: ReasonWaitingForAdmission,
+				Message: `queued by Kueue: Workload job-a-g1-a1-1f2e3 has quota reserved, waiting for admission checks: multikueue (Pending: The workload got reservation on "worker")`}},
+		{name: "quota reserved, a check without message", in: queued, wl: withChecks(workload(
+			map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue cq"}),
+			map[string]any{"name": "multikueue", "state": "Pending"}),
+			want: Observation{State: StateQueued, Reason: ReasonWaitingForAdmission,
+				Message: `queued by Kueue: Workload job-a-g1-a1-1f2e3 has quota reserved, waiting for admission checks: multikueue (Pending)`}},
+		{name: "quota reserved, nothing else said", in: queued, wl: workload(
+			map[string]any{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved in ClusterQueue cq"}),
+			want: Observation{State: StateQueued, Reason: ReasonWaitingForAdmission,
+				Message: `queued by Kueue: Workload job-a-g1-a1-1f2e3 has quota reserved, waiting for admission`}},
 		{name: "workload without conditions", in: queued, wl: workload(), want: Observation{State: StateQueued, Reason: ReasonQueued,
 			Message: "Job is suspended, waiting for admission by its queue (Kueue Workload job-a-g1-a1-1f2e3)"}},
 	} {
@@ -51,6 +66,16 @@ func TestQueuedBy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withChecks sets a Workload's status.admissionChecks.
+func withChecks(wl *unstructured.Unstructured, checks ...map[string]any) *unstructured.Unstructured {
+	var l []any
+	for _, c := range checks {
+		l = append(l, c)
+	}
+	_ = unstructured.SetNestedSlice(wl.Object, l, "status", "admissionChecks")
+	return wl
 }
 
 func TestBuildJobPriorityClass(t *testing.T) {

@@ -40,6 +40,13 @@ const (
 	// ReasonResultNotMirrored: a Job dispatched to a worker cluster
 	// completed, but the pod holding its result stays there.
 	ReasonResultNotMirrored = "ResultNotMirrored"
+	// ReasonDispatched: a queued Job was admitted and handed to
+	// MultiKueue (spec.managedBy), whose copy on a worker cluster has not
+	// reported a running pod yet.
+	ReasonDispatched = "Dispatched"
+	// ReasonFailedOnWorkerCluster: a dispatched Job failed on its worker
+	// cluster (its conditions are mirrored; its pod is not).
+	ReasonFailedOnWorkerCluster = "FailedOnWorkerCluster"
 	// ReasonRerunRequested: packline.dev/requestedAt asked for a new attempt.
 	ReasonRerunRequested = "RerunRequested"
 	// ReasonOOMKilled: the worker container used more memory than
@@ -80,9 +87,15 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 		return observeSucceeded(pod, term)
 	}
 	if c := jobCondition(job, batchv1.JobFailed); c != nil {
+		if pod == nil && dispatched(job) {
+			return observeFailedRemote(job, c)
+		}
 		return observeFailed(c, evictedOr(pods, pod), term)
 	}
 	if c := jobCondition(job, batchv1.JobFailureTarget); c != nil {
+		if pod == nil && dispatched(job) {
+			return observeFailedRemote(job, c)
+		}
 		// The Job controller is still terminating pods; the verdict is known.
 		return observeFailed(c, evictedOr(pods, pod), term)
 	}
@@ -92,11 +105,38 @@ func Observe(job *batchv1.Job, pods []corev1.Pod) Observation {
 	if o, ok := podSucceeded(pod, term); ok {
 		return o
 	}
-	if len(pods) == 0 && dispatched(job) && job.Status.Active > 0 {
-		return Observation{State: StateRunning, Reason: ReasonRunning,
-			Message: fmt.Sprintf("running on a worker cluster (spec.managedBy %s)", *job.Spec.ManagedBy)}
+	if len(pods) == 0 && dispatched(job) {
+		// status.ready (mirrored with the rest) tells a running pod from
+		// one that is pending there, or whose node went down; a status
+		// without it (a Job controller before 1.29) counts as running.
+		if job.Status.Active > 0 && (job.Status.Ready == nil || *job.Status.Ready > 0) {
+			return Observation{State: StateRunning, Reason: ReasonRunning,
+				Message: fmt.Sprintf("running on a worker cluster (spec.managedBy %s)", *job.Spec.ManagedBy)}
+		}
+		if job.Status.Active > 0 {
+			return Observation{State: StatePending, Reason: ReasonDispatched,
+				Message: fmt.Sprintf("handed to %s; on the worker cluster its pod is not running (Job status: %d active, 0 ready): not started yet, or its node is down", *job.Spec.ManagedBy, job.Status.Active)}
+		}
+		// Admitted here; the copy on the worker cluster has not reported
+		// an active pod yet (nor will a pod ever appear on this cluster).
+		return Observation{State: StatePending, Reason: ReasonDispatched,
+			Message: fmt.Sprintf("admitted and handed to %s, which runs it on a worker cluster; waiting for its status there", *job.Spec.ManagedBy)}
 	}
 	return observeActive(pods)
+}
+
+// observeFailedRemote reads a dispatched Job that failed on a worker
+// cluster: only its mirrored conditions are here; the worker's exit and
+// result stay with its pod on that cluster. So the failure cannot be told
+// permanent (bad input) from transient (a node lost mid-run), and is
+// retried like a crash, up to spec.retryLimit.
+func observeFailedRemote(job *batchv1.Job, c *batchv1.JobCondition) Observation {
+	if c.Reason == batchv1.JobReasonDeadlineExceeded {
+		return Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded,
+			Message: "attempt ran longer than spec.timeout (Job activeDeadlineSeconds) on a worker cluster"}
+	}
+	return Observation{State: StateFailed, Reason: ReasonFailedOnWorkerCluster,
+		Message: fmt.Sprintf("Job failed on a worker cluster (spec.managedBy %s): %s: %s; the worker pod, with its exit and result, is on that cluster only", *job.Spec.ManagedBy, c.Reason, c.Message)}
 }
 
 // podSucceeded reads a worker pod that succeeded with a valid success

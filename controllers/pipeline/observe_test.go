@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	. "github.com/packline/packline/test/wrappers"
@@ -95,8 +96,22 @@ func TestObserve(t *testing.T) {
 			Observation{State: StateRunning, Reason: ReasonRunning}},
 		{"dispatched, completed: the result stays on the worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Complete().Obj(), nil,
 			Observation{State: StateFailed, Reason: ReasonResultNotMirrored, Permanent: true}},
-		{"dispatched, failed", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(), nil,
-			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
+		{"dispatched, failed on the worker cluster (its pod is not mirrored)", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(), nil,
+			Observation{State: StateFailed, Reason: ReasonFailedOnWorkerCluster}},
+		{"dispatched, deadline exceeded on the worker cluster", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Failed(batchv1.JobReasonDeadlineExceeded).Obj(), nil,
+			Observation{State: StateFailed, Reason: workerv1.ReasonDeadlineExceeded}},
+		{"dispatched, active but not ready on the worker cluster", func() *batchv1.Job {
+			j := MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Active().Obj()
+			j.Status.Ready = ptr.To[int32](0)
+			return j
+		}(), nil, Observation{State: StatePending, Reason: ReasonDispatched}},
+		{"dispatched, active and ready on the worker cluster", func() *batchv1.Job {
+			j := MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Active().Obj()
+			j.Status.Ready = ptr.To[int32](1)
+			return j
+		}(), nil, Observation{State: StateRunning, Reason: ReasonRunning}},
+		{"dispatched, admitted, no status from the worker cluster yet", MakeJob("j", "ns").ManagedBy("kueue.x-k8s.io/multikueue").Obj(), nil,
+			Observation{State: StatePending, Reason: ReasonDispatched}},
 		{"failed, pod gone", MakeJob("j", "ns").Failed(batchv1.JobReasonBackoffLimitExceeded).Obj(), nil,
 			Observation{State: StateFailed, Reason: ReasonWorkerCrashed}},
 		{"newest pod wins", MakeJob("j", "ns").Complete().Obj(), []corev1.Pod{

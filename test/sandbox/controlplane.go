@@ -34,6 +34,9 @@ var kubeControllers = []string{
 	"serviceaccount-controller",
 	"persistentvolumeclaim-protection-controller",
 	"namespace-controller",
+	// Creates the PVC of a generic ephemeral volume (a Job dispatched by
+	// MultiKueue keeps its workspace in one) with its pod.
+	"ephemeral-volume-controller",
 	// For config/default deployed as pods: Deployments make ReplicaSets make
 	// pods, and kube-root-ca.crt feeds the pods' ServiceAccount token volume.
 	"deployment-controller",

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -46,50 +48,70 @@ const KueueNamespace = "kueue-system"
 // That needs unshare(1) and the right to mount (root, as CI runs).
 func (s *Sandbox) startKueue(ctx context.Context) error {
 	s.step("Kueue")
-	if _, err := envtest.InstallCRDs(s.Config, envtest.CRDInstallOptions{
+	p, err := s.runKueue(ctx, kueueCluster{name: "kueue", cp: s.cp, config: s.Config, client: s.Client, multiKueue: s.o.MultiKueue})
+	s.kueue = p
+	return err
+}
+
+// kueueCluster is where runKueue runs Kueue: the sandbox's own cluster or
+// its MultiKueue worker cluster (multikueue.go).
+type kueueCluster struct {
+	// name names Kueue's folder under Dir and its log.
+	name   string
+	cp     *controlPlane
+	config *rest.Config
+	client client.Client
+	// multiKueue: this Kueue dispatches to worker clusters (the manager
+	// cluster's); see kueueConfig.
+	multiKueue bool
+}
+
+// runKueue installs Kueue on cl and runs it; see startKueue.
+func (s *Sandbox) runKueue(ctx context.Context, cl kueueCluster) (*proc, error) {
+	if _, err := envtest.InstallCRDs(cl.config, envtest.CRDInstallOptions{
 		Paths: []string{filepath.Join(s.o.KueueDir, "crds")}, ErrorIfPathMissing: true,
 	}); err != nil {
-		return fmt.Errorf("installing Kueue CRDs: %w", err)
+		return nil, fmt.Errorf("installing Kueue CRDs: %w", err)
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: KueueNamespace}}
-	if err := s.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+	if err := cl.client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
 	}
-	dir := filepath.Join(s.Dir, "kueue")
+	dir := filepath.Join(s.Dir, cl.name)
 	certDir, etc := filepath.Join(dir, "certs"), filepath.Join(dir, "etc")
 	for _, d := range []string{certDir, etc} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	cert, key, err := s.cp.ca.issue("kueue-webhook", nil, true)
+	cert, key, err := cl.cp.ca.issue("kueue-webhook", nil, true)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(certDir, "tls.crt"), cert, 0o600); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(certDir, "tls.key"), key, 0o600); err != nil {
-		return err
+		return nil, err
 	}
 	ports := make([]int, 3)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	webhookPort, healthPort, visibilityPort := ports[0], ports[1], ports[2]
 	config := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(config, []byte(kueueConfig(webhookPort, healthPort, certDir)), 0o600); err != nil {
-		return err
+	if err := os.WriteFile(config, []byte(kueueConfig(webhookPort, healthPort, certDir, cl.multiKueue)), 0o600); err != nil {
+		return nil, err
 	}
-	kc, err := s.cp.writeKubeconfig("kueue", "kueue", []string{"system:masters"})
+	kc, err := cl.cp.writeKubeconfig("kueue", "kueue", []string{"system:masters"})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	log, err := openLog(filepath.Join(s.logs, "kueue.log"))
+	log, err := openLog(filepath.Join(s.logs, cl.name+".log"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// sh, in the new mount namespace: /etc becomes an overlay (on a tmpfs
 	// of its own) that holds the metrics certificate, then Kueue runs.
@@ -101,19 +123,22 @@ mkdir -p /etc/kueue/metrics/certs
 cp "$2/tls.crt" "$2/tls.key" /etc/kueue/metrics/certs/
 shift 2
 exec "$@"`
-	p, err := startProc("kueue", log, append(os.Environ(), "KUBECONFIG="+kc), "unshare",
+	p, err := startProc(cl.name, log, append(os.Environ(), "KUBECONFIG="+kc), "unshare",
 		"--mount", "--propagation", "private", "sh", "-c", script, "sh", etc, certDir,
 		filepath.Join(s.o.KueueDir, "kueue"), "--config="+config, "--visibility-server-port="+strconv.Itoa(visibilityPort))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(healthPort) + "/readyz"
 	if err := waitFor(p, 90*time.Second, func() error { return httpOK(http.DefaultClient, url) }); err != nil {
 		p.stop(time.Second)
-		return fmt.Errorf("kueue: %w (see %s)", err, filepath.Join(s.logs, "kueue.log"))
+		return nil, fmt.Errorf("%s: %w (see %s)", cl.name, err, filepath.Join(s.logs, cl.name+".log"))
 	}
-	s.kueue = p
-	return s.installKueueWebhooks(ctx, webhookPort)
+	if err := s.installKueueWebhooks(ctx, cl, webhookPort); err != nil {
+		p.stop(time.Second)
+		return nil, err
+	}
+	return p, nil
 }
 
 // kueueConfig is Kueue's Configuration (config.kueue.x-k8s.io/v1beta2, as
@@ -123,7 +148,21 @@ exec "$@"`
 // on-demand visibility API server is off: it is an aggregated API that
 // loads its certificate from the fixed path /visibility, and nothing here
 // reads pending workloads through it.
-func kueueConfig(webhookPort, healthPort int, certDir string) string {
+//
+// multiKueue adds MultiKueue's settings (the MultiKueue feature gate is on
+// by default since v0.9, and MultiKueueBatchJobWithManagedBy is GA and
+// locked on in v0.17): a short garbage-collection interval and a short
+// workerLostTimeout, so that a lost worker cluster shows within a test's
+// patience rather than after the default 15 minutes.
+func kueueConfig(webhookPort, healthPort int, certDir string, multiKueue bool) string {
+	mk := ""
+	if multiKueue {
+		mk = `multiKueue:
+  gcInterval: 30s
+  origin: packline-sandbox
+  workerLostTimeout: 1m
+`
+	}
 	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s
@@ -147,13 +186,13 @@ integrations:
   - batch/job
 featureGates:
   VisibilityOnDemand: false
-`, KueueNamespace, healthPort, webhookPort, certDir)
+%s`, KueueNamespace, healthPort, webhookPort, certDir, mk)
 }
 
 // installKueueWebhooks registers Kueue's own webhook configurations
 // (config/components/webhook/manifests.yaml), named with the kueue- prefix
 // of its default install, pointed at the process on loopback.
-func (s *Sandbox) installKueueWebhooks(ctx context.Context, port int) error {
+func (s *Sandbox) installKueueWebhooks(ctx context.Context, cl kueueCluster, port int) error {
 	b, err := os.ReadFile(filepath.Join(s.o.KueueDir, "webhook", "manifests.yaml"))
 	if err != nil {
 		return err
@@ -170,10 +209,10 @@ func (s *Sandbox) installKueueWebhooks(ctx context.Context, port int) error {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := kueueWebhooksOnLoopback(u, port, s.cp.ca.certPEM); err != nil {
+		if err := kueueWebhooksOnLoopback(u, port, cl.cp.ca.certPEM); err != nil {
 			return err
 		}
-		if err := s.Apply(ctx, u); err != nil {
+		if err := applyTo(ctx, cl.client, u); err != nil {
 			return fmt.Errorf("installing %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}

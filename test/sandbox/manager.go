@@ -31,6 +31,9 @@ func (s *Sandbox) StartManager(extra ...string) error {
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
 	}, s.webhookArgs()...)
+	if s.o.MultiKueue {
+		args = append(args, "--job-managed-by="+MultiKueueJobManagedBy)
+	}
 	args = append(args, append(append([]string{}, s.o.ManagerArgs...), extra...)...)
 	env := append(os.Environ(), "KUBECONFIG="+s.managerKC)
 	p, err := startProc("manager", log, env, s.o.ManagerBin, args...)

@@ -77,10 +77,15 @@ func (s *Sandbox) Samples(gitURL string) ([]Sample, error) {
 
 // Apply creates or updates obj with server-side apply.
 func (s *Sandbox) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	return applyTo(ctx, s.Client, obj)
+}
+
+// applyTo server-side-applies obj with c, as the sandbox's field owner.
+func applyTo(ctx context.Context, c client.Client, obj *unstructured.Unstructured) error {
 	obj = obj.DeepCopy()
 	obj.SetManagedFields(nil)
 	obj.SetResourceVersion("")
-	return s.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("packline-sandbox"), client.ForceOwnership)
+	return c.Patch(ctx, obj, client.Apply, client.FieldOwner("packline-sandbox"), client.ForceOwnership)
 }
 
 // TenantLabels are the labels the ClaimTemplate sample's access rule wants

@@ -68,6 +68,10 @@ type Options struct {
 	// (test/tools/kueue.sh, KueueDefault); when set, the sandbox runs Kueue
 	// (see startKueue) before the packline manager.
 	KueueDir string
+	// MultiKueue (with KueueDir) starts a second cluster as a MultiKueue
+	// worker (see WorkerCluster) and connects the manager cluster's Kueue
+	// to it; the manager runs with --job-managed-by=kueue.x-k8s.io/multikueue.
+	MultiKueue bool
 	// Images are extra images the process node runs, besides the worker.
 	Images map[string]procnode.Image
 	// Node is "" (the process node) or NodeReal: a kubelet, containerd with
@@ -102,6 +106,7 @@ type Sandbox struct {
 	manager    *proc
 	flux       []*proc
 	kueue      *proc
+	worker     *WorkerCluster
 	managerKC  string
 	ownDir     bool
 
@@ -184,6 +189,11 @@ func Start(ctx context.Context, o Options) (s *Sandbox, err error) {
 		// cluster serves them when it starts.
 		if err := s.startKueue(ctx); err != nil {
 			return nil, err
+		}
+		if o.MultiKueue {
+			if err := s.startWorkerCluster(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if o.FluxDir != "" {
@@ -354,6 +364,7 @@ func (s *Sandbox) Stop() {
 	s.StopManager()
 	s.stopFlux()
 	s.stopKueue()
+	s.worker.stop()
 	if s.mirrorCancel != nil {
 		s.mirrorCancel()
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	"github.com/packline/packline/test/hfserver"
 	"github.com/packline/packline/test/sandbox"
+	"github.com/packline/packline/test/sandbox/procnode"
 	"github.com/packline/packline/test/wrappers"
 )
 
@@ -60,6 +61,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "kueue e2e:", err)
 		return 1
 	}
+	trivial, err := trivialWorker(bin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kueue e2e:", err)
+		return 1
+	}
+	o.Images = map[string]procnode.Image{trivialImage: trivial}
 	if sb, err = sandbox.Start(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "kueue e2e: starting the sandbox:", err, "(logs in", o.Dir+"/logs)")
 		return 1

@@ -88,31 +88,57 @@ func creatingStatus(pod *corev1.Pod) bool {
 	return true
 }
 
-// missingClaims are the PVCs pod names that do not exist, which the
-// scheduler's VolumeBinding plugin refuses at PreFilter.
+// missingClaims says which PVCs the pod uses do not exist, as the
+// scheduler's VolumeBinding plugin refuses them at PreFilter: a claim it
+// names, or the claim the ephemeral volume controller makes for a generic
+// ephemeral volume (not made yet).
 func (n *Node) missingClaims(ctx context.Context, pod *corev1.Pod) ([]string, error) {
 	var missing []string
 	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
+		claim, ephemeral := podClaim(pod, v)
+		if claim == "" {
 			continue
 		}
-		_, err := n.o.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			missing = append(missing, v.PersistentVolumeClaim.ClaimName)
-		} else if err != nil {
+		_, err := n.o.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) && ephemeral:
+			missing = append(missing, fmt.Sprintf("waiting for ephemeral volume controller to create the persistentvolumeclaim %q", claim))
+		case apierrors.IsNotFound(err):
+			missing = append(missing, fmt.Sprintf("persistentvolumeclaim %q not found", claim))
+		case err != nil:
 			return nil, err
 		}
 	}
 	return missing, nil
 }
 
+// podClaim is the PVC volume v of pod uses, if any: the one it names, or
+// for a generic ephemeral volume <pod>-<volume>, the name the ephemeral
+// volume controller gives the claim it creates for the pod
+// (k8s.io/component-helpers/storage/ephemeral.VolumeClaimName).
+func podClaim(pod *corev1.Pod, v corev1.Volume) (claim string, ephemeral bool) {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName, false
+	case v.Ephemeral != nil:
+		return pod.Name + "-" + v.Name, true
+	}
+	return "", false
+}
+
+// ephemeralClaimOwned: the kubelet uses an ephemeral volume's claim only if
+// the pod controls it (ephemeral.VolumeIsForPod); else its error, as the
+// kubelet words it.
+func ephemeralClaimOwned(pod *corev1.Pod, pvc *corev1.PersistentVolumeClaim) error {
+	if c := metav1.GetControllerOfNoCopy(pvc); c != nil && c.UID == pod.UID {
+		return nil
+	}
+	return fmt.Errorf("PVC %s/%s was not created for pod %s/%s (pod is not owner)", pvc.Namespace, pvc.Name, pod.Namespace, pod.Name)
+}
+
 // unschedulableMessage is kube-scheduler's FitError for a PreFilter
 // rejection on this one-node cluster (pkg/scheduler/framework FitError).
-func unschedulableMessage(claims []string) string {
-	var reasons []string
-	for _, c := range claims {
-		reasons = append(reasons, fmt.Sprintf("persistentvolumeclaim %q not found", c))
-	}
+func unschedulableMessage(reasons []string) string {
 	return fmt.Sprintf("0/1 nodes are available: %s. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.", strings.Join(reasons, ", "))
 }
 

@@ -143,3 +143,43 @@ func TestMissingClaimIsUnschedulable(t *testing.T) {
 		t.Errorf("PodScheduled = %+v", cond)
 	}
 }
+
+// TestEphemeralVolumeClaim: a generic ephemeral volume is mounted from the
+// claim the ephemeral volume controller makes (<pod>-<volume>): the pod is
+// not bound while it is missing (the scheduler's message), and a claim of
+// that name that the pod does not control is refused, as the kubelet does.
+func TestEphemeralVolumeClaim(t *testing.T) {
+	vol := corev1.Volume{Name: "workspace", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{},
+	}}}
+	pod := mountingPod(vol)
+	n, _, client := testNode(t, pod)
+	ctx := context.Background()
+	missing, err := n.missingClaims(ctx, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{`waiting for ephemeral volume controller to create the persistentvolumeclaim "p-workspace"`}, missing); d != "" {
+		t.Errorf("missing claims (-want +got):\n%s", d)
+	}
+	foreign := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-workspace", Namespace: "ns"}}
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.volumes(ctx, pod, t.TempDir())
+	if want := `MountVolume.SetUp failed for volume "workspace" : PVC ns/p-workspace was not created for pod ns/p (pod is not owner)`; err == nil || err.Error() != want {
+		t.Errorf("a claim the pod does not own: %v, want %s", err, want)
+	}
+	owned := foreign.DeepCopy()
+	owned.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", UID: pod.UID, Controller: ptr.To(true)}}
+	if _, err := client.CoreV1().PersistentVolumeClaims("ns").Update(ctx, owned, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dirs, err := n.volumes(ctx, pod, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dirs["workspace"], n.claimDir("ns", "p-workspace"); got != want {
+		t.Errorf("workspace mounted from %q, want the claim's folder %q", got, want)
+	}
+}

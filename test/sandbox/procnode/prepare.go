@@ -162,9 +162,14 @@ func (n *Node) volumes(ctx context.Context, pod *corev1.Pod, root string) (map[s
 	for _, v := range pod.Spec.Volumes {
 		local := filepath.Join(root, v.Name)
 		switch {
-		case v.PersistentVolumeClaim != nil:
-			claim := v.PersistentVolumeClaim.ClaimName
-			_, err := n.o.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
+		case v.PersistentVolumeClaim != nil || v.Ephemeral != nil:
+			claim, ephemeral := podClaim(pod, v)
+			pvc, err := n.o.Client.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctx, claim, metav1.GetOptions{})
+			if err == nil && ephemeral {
+				if err := ephemeralClaimOwned(pod, pvc); err != nil {
+					return nil, mountErr(v.Name, "%v", err)
+				}
+			}
 			if apierrors.IsNotFound(err) {
 				// Deleted since scheduling: the kubelet's volume manager
 				// reports it (after its wait times out) as a FailedMount.
