@@ -79,6 +79,7 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, t
 		if st.Phase != v1alpha1.PhaseSucceeded {
 			return ctrl.Result{}, nil
 		}
+		pipeline.MarkDeliverStep(st, !o.Done, time.Now())
 		switch {
 		case o.Done:
 			pipeline.MarkReady(st, "Delivered", "pushed "+st.Reference+" and Flux applied "+o.Applied)
@@ -125,6 +126,7 @@ func (r *ClaimReconciler) digestRecorded(ctx context.Context, c *v1alpha1.Claim,
 // anything else is retried with the controller's backoff.
 func (r *ClaimReconciler) deliveryFailed(st *v1alpha1.PipelineStatus, p delivery.Plan, err error) (ctrl.Result, error) {
 	reason, msg, stall := deliveryFailure(p, err)
+	pipeline.MarkDeliverStep(st, st.Phase == v1alpha1.PhaseSucceeded, time.Now())
 	if !stall {
 		pipeline.MarkCondition(st, v1alpha1.ConditionDelivered, metav1.ConditionUnknown, reason, msg)
 		pipeline.MarkProgress(st, reason, msg)

@@ -356,6 +356,7 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if poll > 0 && (res.RequeueAfter == 0 || poll < res.RequeueAfter) {
 		res.RequeueAfter = poll
 	}
+	res = lowestRequeue(res, ctrl.Result{RequeueAfter: p.refreshProgress(ctx, s, pods, o)})
 	return res, nil
 }
 
