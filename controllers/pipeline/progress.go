@@ -94,14 +94,22 @@ type ProgressReader struct {
 // NewProgressReader bounds reads to one per object per interval, qps per
 // second and concurrency at once.
 func NewProgressReader(logs LogTail, interval time.Duration, qps float32, concurrency int) *ProgressReader {
-	burst := max(int(qps), 1)
-	return &ProgressReader{
+	r := &ProgressReader{
 		Logs: logs, Interval: interval,
-		limiter: flowcontrol.NewTokenBucketRateLimiter(qps, burst),
-		slots:   make(chan struct{}, max(concurrency, 1)),
-		last:    map[types.UID]time.Time{},
+		slots: make(chan struct{}, max(concurrency, 1)),
+		last:  map[types.UID]time.Time{},
 	}
+	r.limiter = flowcontrol.NewTokenBucketRateLimiterWithClock(qps, max(int(qps), 1), readerClock{r})
+	return r
 }
+
+// readerClock is the reader's clock (Now) for its token bucket, so that a
+// test stepping Now steps the bucket too.
+type readerClock struct{ r *ProgressReader }
+
+func (c readerClock) Now() time.Time                  { return c.r.now() }
+func (c readerClock) Since(t time.Time) time.Duration { return c.r.now().Sub(t) }
+func (c readerClock) Sleep(d time.Duration)           { time.Sleep(d) }
 
 func (r *ProgressReader) now() time.Time {
 	if r.Now != nil {

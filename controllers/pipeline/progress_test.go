@@ -188,6 +188,18 @@ func TestProgressReaderGlobalBounds(t *testing.T) {
 	if granted != 3 {
 		t.Errorf("granted %d reads past the rate, want 3 (burst 5 minus 2)", granted)
 	}
+	// A second later, 5 more.
+	c.Step(time.Second)
+	granted = 0
+	for i := 20; i < 40; i++ {
+		if takeOK(r, i) {
+			granted++
+			r.done()
+		}
+	}
+	if granted != 5 {
+		t.Errorf("granted %d reads one second later, want 5 (qps 5)", granted)
+	}
 }
 
 func TestRefreshProgress(t *testing.T) {
