@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/ptr"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -84,32 +83,30 @@ type ProgressReader struct {
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 
-	limiter flowcontrol.RateLimiter
-	slots   chan struct{}
+	// period is 1/QPS: reads start at least this far apart.
+	period time.Duration
+	slots  chan struct{}
 
-	mu   sync.Mutex
-	last map[types.UID]time.Time
+	mu sync.Mutex
+	// next is the first free start time of a read (see slot).
+	next time.Time
+	// last is when each object's worker was last read; reserved, the
+	// start time given to an object waiting for its turn.
+	last     map[types.UID]time.Time
+	reserved map[types.UID]time.Time
 }
 
 // NewProgressReader bounds reads to one per object per interval, qps per
 // second and concurrency at once.
 func NewProgressReader(logs LogTail, interval time.Duration, qps float32, concurrency int) *ProgressReader {
-	r := &ProgressReader{
+	return &ProgressReader{
 		Logs: logs, Interval: interval,
-		slots: make(chan struct{}, max(concurrency, 1)),
-		last:  map[types.UID]time.Time{},
+		period:   time.Duration(float64(time.Second) / float64(max(qps, 0.001))),
+		slots:    make(chan struct{}, max(concurrency, 1)),
+		last:     map[types.UID]time.Time{},
+		reserved: map[types.UID]time.Time{},
 	}
-	r.limiter = flowcontrol.NewTokenBucketRateLimiterWithClock(qps, max(int(qps), 1), readerClock{r})
-	return r
 }
-
-// readerClock is the reader's clock (Now) for its token bucket, so that a
-// test stepping Now steps the bucket too.
-type readerClock struct{ r *ProgressReader }
-
-func (c readerClock) Now() time.Time                  { return c.r.now() }
-func (c readerClock) Since(t time.Time) time.Duration { return c.r.now().Sub(t) }
-func (c readerClock) Sleep(d time.Duration)           { time.Sleep(d) }
 
 func (r *ProgressReader) now() time.Time {
 	if r.Now != nil {
@@ -118,45 +115,74 @@ func (r *ProgressReader) now() time.Time {
 	return time.Now()
 }
 
-// take reserves a read of uid's worker now, or says how long until one may
-// start: the rest of the object's interval, or (when the manager-wide rate
-// or concurrency is used up) a short retry.
+// take starts a read of uid's worker now, or says how long until the
+// object should ask again: the rest of its interval, or its turn among
+// the reads of the whole manager. An object over the rate is given a start
+// time (a reservation) rather than turned away, so that it comes back
+// once, when a read is sure to be granted: with more running objects than
+// Interval×QPS, each one is read less often, at no extra reconciles.
 func (r *ProgressReader) take(uid types.UID) (wait time.Duration, ok bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if last, seen := r.last[uid]; seen {
-		if next := last.Add(r.Interval); now.Before(next) {
-			return next.Sub(now), false
+	if at, has := r.reserved[uid]; has {
+		if now.Before(at) {
+			return at.Sub(now), false
+		}
+	} else {
+		if last, seen := r.last[uid]; seen {
+			if next := last.Add(r.Interval); now.Before(next) {
+				return next.Sub(now), false
+			}
+		}
+		if at := r.slot(now); at.After(now) {
+			r.reserved[uid] = at
+			return at.Sub(now), false
 		}
 	}
 	select {
 	case r.slots <- struct{}{}:
 	default:
+		// As many reads in flight as allowed (a slow API server): the
+		// reservation, if any, stands.
 		return r.busyRetry(), false
 	}
-	if !r.limiter.TryAccept() {
-		<-r.slots
-		return r.busyRetry(), false
-	}
+	delete(r.reserved, uid)
 	r.last[uid] = now
 	r.prune(now)
 	return 0, true
 }
 
-// busyRetry is when an object turned away by the manager-wide bounds asks
+// slot is the earliest start time from now that keeps reads period apart,
+// and takes it. No credit builds up while reads are idle: a burst of new
+// objects is spread out from the first.
+func (r *ProgressReader) slot(now time.Time) time.Time {
+	at := r.next
+	if at.Before(now) {
+		at = now
+	}
+	r.next = at.Add(r.period)
+	return at
+}
+
+// busyRetry is when an object turned away by the concurrency bound asks
 // again: soon, but not in a tight loop.
 func (r *ProgressReader) busyRetry() time.Duration { return max(r.Interval/10, time.Second) }
 
 // prune forgets objects not read for a while (finished, deleted), so the
-// map holds only the running ones.
+// maps hold only the running ones.
 func (r *ProgressReader) prune(now time.Time) {
-	if len(r.last) < 1024 {
+	if len(r.last)+len(r.reserved) < 1024 {
 		return
 	}
 	for uid, t := range r.last {
 		if now.Sub(t) > 3*r.Interval {
 			delete(r.last, uid)
+		}
+	}
+	for uid, t := range r.reserved {
+		if now.Sub(t) > 3*r.Interval {
+			delete(r.reserved, uid)
 		}
 	}
 }

@@ -166,39 +166,47 @@ func TestProgressReaderPerObjectInterval(t *testing.T) {
 
 func TestProgressReaderGlobalBounds(t *testing.T) {
 	c := newClock()
-	// qps 5 (burst 5), 2 at once.
+	// qps 5: reads start 200ms apart; 2 at once.
 	r := NewProgressReader(&fakeLogs{}, 10*time.Second, 5, 2)
 	r.Now = c.Now
-	if !takeOK(r, 1) || !takeOK(r, 2) {
-		t.Fatal("reads within the concurrency refused")
+	if !takeOK(r, 1) {
+		t.Fatal("first read refused")
 	}
+	// The next objects get their turns, 200ms apart, and come back then.
+	for i, want := range []time.Duration{200 * time.Millisecond, 400 * time.Millisecond, 600 * time.Millisecond} {
+		if wait, ok := r.take(uidN(i + 2)); ok || wait != want {
+			t.Fatalf("object %d: ok %t wait %s, want its turn in %s", i+2, ok, wait, want)
+		}
+	}
+	// Early: the same turn, no new one.
+	c.Step(100 * time.Millisecond)
+	if wait, ok := r.take(uidN(2)); ok || wait != 100*time.Millisecond {
+		t.Fatalf("early: ok %t wait %s, want 100ms", ok, wait)
+	}
+	c.Step(100 * time.Millisecond)
+	if !takeOK(r, 2) {
+		t.Fatal("read at its turn refused")
+	}
+	// Two reads in flight: the third waits for one to end, keeping its turn.
+	c.Step(200 * time.Millisecond)
 	if wait, ok := r.take(uidN(3)); ok || wait != time.Second {
-		t.Fatalf("third read in flight: ok %t wait %s, want refused for 1s", ok, wait)
+		t.Fatalf("third in flight: ok %t wait %s, want a 1s retry", ok, wait)
+	}
+	r.done()
+	if !takeOK(r, 3) {
+		t.Fatal("read refused once a slot was free")
 	}
 	r.done()
 	r.done()
-	granted := 0
-	for i := 3; i < 20; i++ {
-		if takeOK(r, i) {
-			granted++
-			r.done()
-		}
+	// Idle time builds no credit: after a minute, two new objects still
+	// start 200ms apart.
+	c.Step(time.Minute)
+	if !takeOK(r, 10) {
+		t.Fatal("read after idle refused")
 	}
-	// 2 tokens went to the first reads; the bucket holds 5.
-	if granted != 3 {
-		t.Errorf("granted %d reads past the rate, want 3 (burst 5 minus 2)", granted)
-	}
-	// A second later, 5 more.
-	c.Step(time.Second)
-	granted = 0
-	for i := 20; i < 40; i++ {
-		if takeOK(r, i) {
-			granted++
-			r.done()
-		}
-	}
-	if granted != 5 {
-		t.Errorf("granted %d reads one second later, want 5 (qps 5)", granted)
+	r.done()
+	if wait, ok := r.take(uidN(11)); ok || wait != 200*time.Millisecond {
+		t.Fatalf("after idle: ok %t wait %s, want 200ms", ok, wait)
 	}
 }
 
