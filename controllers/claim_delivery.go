@@ -79,6 +79,7 @@ func (r *ClaimReconciler) deliver(c *v1alpha1.Claim, d *v1alpha1.FluxDelivery, t
 		if st.Phase != v1alpha1.PhaseSucceeded {
 			return ctrl.Result{}, nil
 		}
+		pipeline.MarkDeliverStep(st, !o.Done, time.Now())
 		ready := deliveredReadiness(st, o)
 		pipeline.MarkReadiness(st, ready)
 		if !ready.Ready && !r.WatchesFlux {
@@ -118,6 +119,7 @@ func (r *ClaimReconciler) digestRecorded(ctx context.Context, c *v1alpha1.Claim,
 // anything else is retried with the controller's backoff.
 func (r *ClaimReconciler) deliveryFailed(st *v1alpha1.PipelineStatus, p delivery.Plan, err error) (ctrl.Result, error) {
 	reason, msg, stall := deliveryFailure(p, err)
+	pipeline.MarkDeliverStep(st, st.Phase == v1alpha1.PhaseSucceeded, time.Now())
 	delivered := metav1.ConditionUnknown
 	if stall {
 		delivered = metav1.ConditionFalse

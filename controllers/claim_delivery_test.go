@@ -86,6 +86,9 @@ func TestClaimDelivery(t *testing.T) {
 		ready := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
 		g.Expect(ready.Status).To(Equal(metav1.ConditionFalse), "Ready before Flux applied the digest")
 		g.Expect(ready.Reason).To(Equal(delivery.ReasonDelivering))
+		// The Step column: pushed, waiting for Flux.
+		g.Expect(c.Status.Progress).NotTo(BeNil())
+		g.Expect(c.Status.Progress.Step).To(Equal(v1alpha1.StepDeliver))
 	})
 	g.Expect(repo.Spec.URL).To(Equal("oci://registry.example.com/acme/tiny"))
 	g.Expect(repo.Spec.Reference.Digest).To(Equal(digest))
@@ -123,6 +126,7 @@ func TestClaimDelivery(t *testing.T) {
 		g.Expect(c.Status.Delivery).NotTo(BeNil())
 		g.Expect(c.Status.Delivery.LastAppliedRevision).To(Equal(digest))
 		g.Expect(apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionDrifted)).To(BeNil())
+		g.Expect(c.Status.Progress).To(BeNil(), "a delivered Claim keeps no step")
 	})
 	fluxReports(metav1.ConditionTrue, "ReconciliationSucceeded", otherDigest)
 	eventually(t, func(g Gomega) {

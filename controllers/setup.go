@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -126,6 +127,15 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 	if seals.Sealer != nil {
 		pushSealer = seals.Sealer
 	}
+	// One progress reader for both kinds: its bounds are the manager's.
+	var progress *pipeline.ProgressReader
+	if cfg.ProgressInterval > 0 {
+		cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+		if err != nil {
+			return err
+		}
+		progress = pipeline.NewProgressReader(pipeline.PodLogs{Client: cs}, cfg.ProgressInterval, cfg.ProgressQPS, cfg.ProgressConcurrency)
+	}
 	newPipeline := func(kind string) *pipeline.Pipeline {
 		return &pipeline.Pipeline{
 			Client:     mgr.GetClient(),
@@ -134,6 +144,7 @@ func Setup(mgr ctrl.Manager, cfg pipeline.Config, opts ...Option) error {
 			Config:     cfg,
 			Kind:       kind,
 			PushSealer: pushSealer,
+			Progress:   progress,
 		}
 	}
 	checker, err := entitlement.NewChecker(mgr.GetConfig(), mgr.GetRESTMapper(), mgr.GetScheme())

@@ -198,6 +198,7 @@ type ArtifactSpec struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Digest",type=string,JSONPath=`.status.digest`
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.status.imageDigest`,priority=1
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.summary`
 // +kubebuilder:printcolumn:name="Attempts",type=integer,JSONPath=`.status.attempts`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

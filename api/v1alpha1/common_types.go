@@ -293,9 +293,66 @@ type PipelineStatus struct {
 	// +optional
 	Verifications int32 `json:"verifications,omitempty"`
 
+	// progress is what a Running run is doing, as its worker last reported
+	// it (an Artifact's bytes downloaded, a Claim's step), and a pushed
+	// Claim waiting for delivery. It is unset otherwise.
+	// +optional
+	Progress *RunProgress `json:"progress,omitempty"`
+
 	// conditions: Ready, Reconciling and Stalled, in kstatus style.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ProgressStep is what a run is doing.
+// +kubebuilder:validation:Enum=download;push;clone;render;deliver
+type ProgressStep string
+
+// Steps: an Artifact downloads, then packs and pushes; a Claim clones its
+// template, renders, pushes and is delivered.
+const (
+	StepDownload ProgressStep = "download"
+	StepPush     ProgressStep = "push"
+	StepClone    ProgressStep = "clone"
+	StepRender   ProgressStep = "render"
+	StepDeliver  ProgressStep = "deliver"
+)
+
+// RunProgress is the progress of a running worker. The manager reads it
+// from the last progress line of the worker's log (the worker has no API
+// token to write it), at most once per --progress-interval per object; the
+// numbers are the worker's, bounded, and nothing else of the log is
+// copied (see docs/concepts.md, "Progress").
+type RunProgress struct {
+	// step is download or push (an Artifact); clone, render, push or
+	// deliver (a Claim).
+	Step ProgressStep `json:"step"`
+
+	// bytesDone is how many bytes the step has moved.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BytesDone int64 `json:"bytesDone,omitempty"`
+
+	// bytesTotal is how many bytes the step moves in all; 0 when unknown.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BytesTotal int64 `json:"bytesTotal,omitempty"`
+
+	// bytesPerSecond is the step's mean rate since it started.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+
+	// observedAt is when the manager first read these values. Values that
+	// did not change are not written again: an old observedAt on a Running
+	// run means that no byte moved since.
+	ObservedAt metav1.Time `json:"observedAt"`
+
+	// summary is the same for people and the Progress column:
+	// "12.3 GiB/100 GiB (45.0 MiB/s)", or the step alone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Summary string `json:"summary,omitempty"`
 }

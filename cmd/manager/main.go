@@ -54,6 +54,9 @@ func main() {
 	flag.StringVar(&cfg.Instance, "instance", "", "Name of this manager among several on one cluster: it drives only Artifacts and Claims labelled packline.dev/instance=<name>; unset, it drives those without the label.")
 	flag.BoolVar(&cfg.TemplateCheck, "template-check", cfg.TemplateCheck, "Render every valid ClaimTemplate once per generation (a check Job in --template-namespace, pushing nothing) and report its commit and kinds, or why it fails, in its Ready condition.")
 	flag.StringVar(&cfg.JobManagedBy, "job-managed-by", "", "spec.managedBy of Jobs with spec.queueName, e.g. kueue.x-k8s.io/multikueue to run them on a worker cluster (see docs/how-to/worker-clusters-multikueue.md).")
+	flag.DurationVar(&cfg.ProgressInterval, "progress-interval", cfg.ProgressInterval, "Least time between two reads of a running worker's log for its progress (status.progress); 0 reads none.")
+	progressQPS := flag.Float64("progress-qps", float64(cfg.ProgressQPS), "Worker log reads per second for status.progress, over all objects; beyond --progress-interval times this many running workers, each is read less often.")
+	flag.IntVar(&cfg.ProgressConcurrency, "progress-concurrency", cfg.ProgressConcurrency, "Worker log reads for status.progress in flight at once.")
 	flag.IntVar(&cfg.MaxConcurrentReconciles, "max-concurrent-reconciles", cfg.MaxConcurrentReconciles, "Artifacts (and, separately, Claims) reconciled in parallel.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "Address of the Prometheus metrics endpoint, e.g. :8443; 0 (the default) disables it.")
 	metricsSecure := flag.Bool("metrics-secure", true, "Serve metrics over HTTPS, only to callers whose token the API server authenticates and authorizes for get on /metrics (bind the packline-metrics-reader ClusterRole); false serves plain HTTP to anyone.")
@@ -74,6 +77,10 @@ func main() {
 		fail(fmt.Errorf("--default-retry-limit must not be negative"))
 	}
 	cfg.DefaultRetryLimit = int32(retryLimit)
+	if *progressQPS <= 0 || cfg.ProgressConcurrency <= 0 || cfg.ProgressInterval < 0 {
+		fail(fmt.Errorf("--progress-qps and --progress-concurrency must be positive, --progress-interval not negative"))
+	}
+	cfg.ProgressQPS = float32(*progressQPS)
 	var err error
 	if cfg.WorkerResources.Requests, err = pipeline.ParseResourceList(*workerRequests); err != nil {
 		fail(fmt.Errorf("--worker-requests: %w", err))

@@ -79,6 +79,9 @@ func renderOptions(target oras.Target) render.Options {
 		WorkDir: envOr(EnvWorkspace, workerv1.WorkspaceDir),
 		AuthDir: envOr(EnvTemplateAuthDir, workerv1.TemplateAuthDir),
 		Limits:  render.Limits{MaxOutputBytes: int(envInt(EnvRenderMaxBytes))},
+		// Each step as a progress line, which the manager shows as the
+		// Claim's status.progress.step.
+		Step: func(s workerv1.Step) { workerv1.WriteProgress(os.Stderr, workerv1.Progress{Step: s}) },
 	}
 	if target != nil {
 		o.Target = target

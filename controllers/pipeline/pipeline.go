@@ -60,6 +60,12 @@ type Config struct {
 	// TemplateCheck (--template-check) renders every valid ClaimTemplate
 	// once per generation in TemplateNamespace, before Claims rely on it.
 	TemplateCheck bool
+	// ProgressInterval (--progress-interval) is the least time between two
+	// reads of one running worker's progress; 0 reads none. ProgressQPS
+	// and ProgressConcurrency bound the reads of the whole manager.
+	ProgressInterval    time.Duration
+	ProgressQPS         float32
+	ProgressConcurrency int
 	// Now is the manager's clock; nil is time.Now. Tests step it through a
 	// retry backoff, so that they see each Retrying phase for certain.
 	Now func() time.Time
@@ -95,6 +101,10 @@ func DefaultConfig() Config {
 		MaxConcurrentReconciles: 4,
 		TemplateNamespace:       DefaultTemplateNamespace(),
 		TemplateCheck:           true,
+
+		ProgressInterval:    DefaultProgressInterval,
+		ProgressQPS:         DefaultProgressQPS,
+		ProgressConcurrency: DefaultProgressConcurrency,
 	}
 }
 
@@ -182,6 +192,10 @@ type Pipeline struct {
 	// Workloads reads Kueue's Workloads (the cache), when the cluster
 	// serves them; nil without Kueue.
 	Workloads client.Reader
+
+	// Progress reads running workers' progress into status.progress
+	// (progress.go); nil shows none.
+	Progress *ProgressReader
 
 	// patched detects a cache that has not caught up with the last status
 	// patch (see stale.go).

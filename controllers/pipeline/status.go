@@ -60,6 +60,7 @@ func (p *Pipeline) finish(ctx context.Context, s *scope) error {
 	if st.Phase == v1alpha1.PhasePending && apimeta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady) == nil {
 		setProgress(st, "Pending", "run is starting")
 	}
+	dropProgress(st, s.before)
 	if equality.Semantic.DeepEqual(st, s.before) && !extraChanged(s) {
 		return nil
 	}

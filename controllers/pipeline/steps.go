@@ -338,6 +338,7 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if poll > 0 && (res.RequeueAfter == 0 || poll < res.RequeueAfter) {
 		res.RequeueAfter = poll
 	}
+	res = lowestRequeue(res, ctrl.Result{RequeueAfter: p.progressOf(ctx, s, o)})
 	return res, nil
 }
 

@@ -28,6 +28,15 @@ type Options struct {
 	// Target, when set, replaces the registry client built from the spec
 	// (tests use an in-process registry).
 	Target oras.Target
+	// Step, when set, is told each step as it starts (clone, render,
+	// push): the worker prints it as a progress line (workerv1.Progress).
+	Step func(workerv1.Step)
+}
+
+func (o Options) step(s workerv1.Step) {
+	if o.Step != nil {
+		o.Step(s)
+	}
 }
 
 // Run renders c and pushes it. The result is for the termination message;
@@ -44,6 +53,7 @@ func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, err
 	if err != nil {
 		return workerv1.Result{}, err
 	}
+	o.step(workerv1.StepClone)
 	rev, snap, err := source.Fetch(ctx, source.Options{
 		URL: c.Template.Source.URL, Ref: c.Template.Source.Ref,
 		Dir: cloneDir(o.WorkDir), Auth: auth,
@@ -51,6 +61,7 @@ func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, err
 	if err != nil {
 		return workerv1.Result{}, templateAuthError(c.Template, err)
 	}
+	o.step(workerv1.StepRender)
 	m, files, err := manifests(c, snap, o.Limits)
 	if err != nil {
 		return workerv1.Result{}, err
@@ -70,6 +81,7 @@ func Run(ctx context.Context, c workerv1.Claim, o Options) (workerv1.Result, err
 		Created:  rev.Time,
 	}
 
+	o.step(workerv1.StepPush)
 	dst := o.Target
 	if dst == nil {
 		repo, err := registry.Repository(c.Target.Repository, registry.TargetOptions(c.Target))

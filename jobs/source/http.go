@@ -38,19 +38,28 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 	}
 	file := filepath.Join(dl, name)
 	var pre *pack.Prehash
+	var prog *progress
+	defer func() {
+		if prog != nil {
+			prog.stop()
+		}
+	}()
 	sum, modified, err := download(ctx, env.HTTP, s.URL, file, func(size int64) io.Writer {
+		// Bytes, rate and ETA every 5 s, as for the Hub (status.progress).
+		prog = newProgress(logOrDiscard(env.Log), max(size, 0))
+		counted := progressWriter{prog}
 		// A plain file is its own layer at the root, 0644 once settled:
 		// it is hashed as that layer while it downloads, so that pushing
 		// it hashes nothing (pack.Prehash). Its length must be known.
 		if archiveKind(name) != "" || size < 0 {
-			return nil
+			return counted
 		}
 		p, ok := pack.NewPrehash([]pack.Item{{Name: name, Size: size, Mode: 0o644}})
 		if !ok {
-			return nil
+			return counted
 		}
 		pre = p
-		return p
+		return io.MultiWriter(p, counted)
 	})
 	if err != nil {
 		return Fetched{}, err
@@ -155,4 +164,19 @@ func download(ctx context.Context, c *http.Client, rawURL, file string, tee func
 	}
 	modified, _ := http.ParseTime(resp.Header.Get("Last-Modified"))
 	return hex.EncodeToString(h.Sum(nil)), modified, nil
+}
+
+// progressWriter counts the bytes written through it into a progress.
+type progressWriter struct{ p *progress }
+
+func (w progressWriter) Write(b []byte) (int, error) {
+	w.p.add(int64(len(b)))
+	return len(b), nil
+}
+
+func logOrDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
 }

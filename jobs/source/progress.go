@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	workerv1 "github.com/packline/packline/api/worker/v1"
 )
 
 // progress prints bytes, rate and ETA at most every interval.
@@ -52,6 +54,8 @@ func (p *progress) print(w io.Writer) {
 		eta = "0s"
 	}
 	fmt.Fprintf(w, "download: %d/%d MiB, %.1f MiB/s, ETA %s\n", done>>20, p.total>>20, rate/(1<<20), eta)
+	// The same in the form the manager reads into status.progress.
+	workerv1.WriteProgress(w, workerv1.Progress{Step: workerv1.StepDownload, Done: done, Total: max(p.total, 0), Rate: int64(rate)})
 }
 
 func (p *progress) stop() { close(p.quit); p.wg.Wait() }

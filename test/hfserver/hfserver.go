@@ -59,6 +59,8 @@ type Server struct {
 	// cost a benchmark measures (the Hub serves these precomputed).
 	infos map[string]info
 	gate  chan struct{} // when set, file downloads wait for it to close
+	// rate, when set, paces file downloads to that many bytes per second.
+	rate int64
 	srv   *http.Server
 	ln    net.Listener
 }
@@ -114,6 +116,64 @@ func (s *Server) Hold() (release func()) {
 	}
 }
 
+// Throttle paces file downloads to bytesPerSecond until the returned
+// restore is called, so that a test sees a worker mid-download for as long
+// as the size allows (status.progress) while bytes still move. It applies
+// to downloads that start after the call.
+func (s *Server) Throttle(bytesPerSecond int64) (restore func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rate = bytesPerSecond
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.rate = 0
+	}
+}
+
+// pacedWriter writes at most rate/10 bytes per tenth of a second, flushing
+// each chunk so the client receives it then.
+type pacedWriter struct {
+	w    http.ResponseWriter
+	rate int64
+	done <-chan struct{}
+	tick *time.Ticker // nil until the first chunk went out
+}
+
+func (p *pacedWriter) Header() http.Header { return p.w.Header() }
+func (p *pacedWriter) WriteHeader(c int)   { p.w.WriteHeader(c) }
+
+func (p *pacedWriter) Write(b []byte) (int, error) {
+	chunk := max(int(p.rate/10), 1)
+	n := 0
+	for n < len(b) {
+		if p.tick == nil {
+			p.tick = time.NewTicker(100 * time.Millisecond)
+		} else {
+			select {
+			case <-p.tick.C:
+			case <-p.done:
+				return n, http.ErrHandlerTimeout
+			}
+		}
+		m, err := p.w.Write(b[n:min(n+chunk, len(b))])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		if f, ok := p.w.(http.Flusher); ok {
+			f.Flush()
+		}
+	}
+	return n, nil
+}
+
+func (p *pacedWriter) stop() {
+	if p.tick != nil {
+		p.tick.Stop()
+	}
+}
+
 type lfs struct {
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
@@ -158,7 +218,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	gate := s.gate
+	gate, rate := s.gate, s.rate
 	s.mu.Unlock()
 	if gate != nil {
 		select {
@@ -166,6 +226,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+	if rate > 0 {
+		pw := &pacedWriter{w: w, rate: rate, done: r.Context().Done()}
+		defer pw.stop()
+		w = pw
 	}
 	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
 }

@@ -16,7 +16,7 @@ import (
 
 // The kubelet API's log endpoint, which the API server proxies for `kubectl
 // logs` (pods/log): GET /containerLogs/{namespace}/{pod}/{container}, with
-// tailLines. Only the API server may call it: the TLS config requires its
+// tailLines and limitBytes. Only the API server may call it: the TLS config requires its
 // kubelet client certificate, as a real kubelet's authentication does.
 // Nothing else of the kubelet API is served.
 
@@ -67,6 +67,16 @@ func (n *Node) containerLogs(w http.ResponseWriter, r *http.Request) {
 		if len(b) > 0 {
 			b = append(b, '\n')
 		}
+	}
+	// limitBytes, like the kubelet's, keeps the first bytes of what
+	// tailLines selected.
+	if l := r.URL.Query().Get("limitBytes"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 {
+			http.Error(w, "bad limitBytes", http.StatusBadRequest)
+			return
+		}
+		b = b[:min(n, len(b))]
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	_, _ = w.Write(b)
