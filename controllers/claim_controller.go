@@ -23,16 +23,12 @@ import (
 	"github.com/packline/packline/controllers/pipeline"
 )
 
-// Reasons a Claim cannot render yet; the rules behind them are in
-// controllers/claims, shared with the admission webhook.
+// Reasons a Claim cannot render yet, besides those of the rules in
+// controllers/claims (shared with the admission webhook), declared there.
 const (
-	ReasonTemplateNotFound   = "TemplateNotFound"
-	ReasonAccessDenied       = claims.ReasonAccessDenied
-	ReasonExposureNotOffered = claims.ReasonExposureNotOffered
-	ReasonInvalidTemplate    = claims.ReasonInvalidTemplate
-	ReasonInvalidValues      = claims.ReasonInvalidValues
-	ReasonNoTarget           = claims.ReasonNoTarget
-	ReasonTargetNotAllowed   = claims.ReasonTargetNotAllowed
+	// ReasonTemplateNotFound: spec.templateRef names no ClaimTemplate; the
+	// Claim waits for one of that name.
+	ReasonTemplateNotFound = "TemplateNotFound"
 	// ReasonProfileInvalid: an EnvironmentProfile meant for the Claim's
 	// namespace is not valid; the Claim waits for an admin to fix it.
 	ReasonProfileInvalid = "ProfileInvalid"

@@ -151,12 +151,12 @@ func claimAllowed(c *v1alpha1.Claim, tpl *v1alpha1.ClaimTemplate, profile *v1alp
 	signs := profileSigns(profile)
 	if signs {
 		if err := claims.ProfileSignedTarget(profile.Name, tpl, c); err != nil {
-			return blocked(ReasonTargetNotAllowed, err)
+			return blocked(claims.ReasonTargetNotAllowed, err)
 		}
 	}
 	adminRun = tpl.Spec.Private() || signs
 	if adminRun && in.TemplateNamespace == "" {
-		return blocked(ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, or the EnvironmentProfile signs, but the manager has no --template-namespace to render it in", tpl.Name))
+		return blocked(claims.ReasonInvalidTemplate, fmt.Errorf("ClaimTemplate %s has spec.source.secretRef, or the EnvironmentProfile signs, but the manager has no --template-namespace to render it in", tpl.Name))
 	}
 	if _, err := delivery.Resolve(c, profileSpec(profile)); err != nil {
 		reason := delivery.ReasonServiceAccountRequired
@@ -310,7 +310,7 @@ func (r *ClaimReconciler) cleanupPlacement(ctx context.Context, obj pipeline.Obj
 	}
 	repo := strings.TrimSuffix(tpl.Spec.RepositoryPrefix, "/") + "/" + c.Namespace + "/" + c.Name
 	if tpl.Spec.RepositoryPrefix == "" || !strings.HasPrefix(c.Status.Reference, repo+"@") {
-		return "", v1alpha1.Target{}, &pipeline.Blocked{Reason: ReasonTargetNotAllowed,
+		return "", v1alpha1.Target{}, &pipeline.Blocked{Reason: claims.ReasonTargetNotAllowed,
 			Message: fmt.Sprintf("ClaimTemplate %s reads a private repository, and its Claims may only delete from %s", tpl.Name, repo)}
 	}
 	t := c.GetPushTarget()

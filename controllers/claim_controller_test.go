@@ -2,11 +2,12 @@ package controllers_test
 
 import (
 	"context"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"strings"
 	"testing"
 	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/test/wrappers"
 )
@@ -104,7 +106,7 @@ func TestClaimInvalidValuesStall(t *testing.T) {
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		st := apimeta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
-		g.Expect(st.Reason).To(Equal(controllers.ReasonInvalidValues))
+		g.Expect(st.Reason).To(Equal(claims.ReasonInvalidValues))
 		g.Expect(st.Message).To(ContainSubstring("spec.values.replicas"))
 		g.Expect(jobsOf(g, ns, key.Name)).To(BeEmpty())
 	})
@@ -134,7 +136,7 @@ func TestClaimProfileAndAccess(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		st := apimeta.FindStatusCondition(getClaim(g, key).Status.Conditions, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
-		g.Expect(st.Reason).To(Equal(controllers.ReasonAccessDenied))
+		g.Expect(st.Reason).To(Equal(claims.ReasonAccessDenied))
 	})
 
 	// The platform labels the namespace: access and a profile now apply.
@@ -252,7 +254,7 @@ func TestClaimAccessGrantedByLabel(t *testing.T) {
 	eventually(t, func(g Gomega) {
 		st := apimeta.FindStatusCondition(getClaim(g, key).Status.Conditions, v1alpha1.ConditionStalled)
 		g.Expect(st).NotTo(BeNil())
-		g.Expect(st.Reason).To(Equal(controllers.ReasonAccessDenied))
+		g.Expect(st.Reason).To(Equal(claims.ReasonAccessDenied))
 	})
 	label := func(l map[string]string) {
 		eventually(t, func(g Gomega) {

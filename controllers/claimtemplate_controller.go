@@ -48,7 +48,7 @@ func (r *ClaimTemplateReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		err = r.kindsServed(tpl)
 	}
 	if err != nil || r.Checker == nil {
-		return ctrl.Result{}, reportValidity(ctx, r.Client, tpl, base, v, "template", ReasonInvalidTemplate, err)
+		return ctrl.Result{}, reportValidity(ctx, r.Client, tpl, base, v, "template", claims.ReasonInvalidTemplate, err)
 	}
 	cond, res, err := r.Checker.check(ctx, tpl)
 	if err != nil {

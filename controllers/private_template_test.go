@@ -22,6 +22,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/test/wrappers"
 )
@@ -207,7 +208,7 @@ func TestPrivateTemplateTargetNotAllowed(t *testing.T) {
 			got := getClaim(g, client.ObjectKeyFromObject(c))
 			stalled := apimeta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionStalled)
 			g.Expect(stalled).NotTo(BeNil())
-			g.Expect(stalled.Reason).To(Equal(controllers.ReasonTargetNotAllowed))
+			g.Expect(stalled.Reason).To(Equal(claims.ReasonTargetNotAllowed))
 			g.Expect(stalled.Message).To(ContainSubstring(field))
 			g.Expect(got.Status.Phase).To(Equal(v1alpha1.PhaseFailed))
 		})
@@ -370,7 +371,7 @@ func TestClaimWorkPrivateTemplate(t *testing.T) {
 	}{
 		{name: "public", tpl: public, tplNS: "packline-system"},
 		{name: "private", tpl: private, tplNS: "packline-system", wantNS: "packline-system"},
-		{name: "private without a template namespace", tpl: private, wantReason: controllers.ReasonInvalidTemplate},
+		{name: "private without a template namespace", tpl: private, wantReason: claims.ReasonInvalidTemplate},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -456,7 +457,7 @@ func TestAdminRunTransport(t *testing.T) {
 			if tc.wantMsg != "" {
 				var blocked *pipeline.Blocked
 				g.Expect(errors.As(err, &blocked)).To(BeTrue(), "err = %v", err)
-				g.Expect(blocked.Reason).To(Equal(controllers.ReasonTargetNotAllowed))
+				g.Expect(blocked.Reason).To(Equal(claims.ReasonTargetNotAllowed))
 				g.Expect(blocked.Message).To(ContainSubstring(tc.wantMsg))
 				return
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/test/wrappers"
 )
@@ -140,12 +141,12 @@ func TestClaimWorkSigning(t *testing.T) {
 			wantNS: "packline-system", wantSecret: "platform-cosign", wantField: "EnvironmentProfile lab spec.signing.keySecretRef"},
 		{name: "claim's own key", tpl: tpl, signing: own, wantSecret: "team-cosign", wantField: `spec.signing.keySecretRef (Secret "team-cosign")`},
 		{name: "profile signs, claim sets its own key", tpl: tpl, signing: own, labels: map[string]string{"site": "lab"},
-			wantReason: controllers.ReasonTargetNotAllowed, wantMsg: "spec.signing: not allowed, because EnvironmentProfile lab signs"},
+			wantReason: claims.ReasonTargetNotAllowed, wantMsg: "spec.signing: not allowed, because EnvironmentProfile lab signs"},
 		{name: "profile signs, claim picks a push Secret", tpl: tpl, labels: map[string]string{"site": "lab"},
 			target:     &v1alpha1.Target{PushSecretRef: &corev1.LocalObjectReference{Name: "mine"}},
-			wantReason: controllers.ReasonTargetNotAllowed, wantMsg: "spec.target.pushSecretRef: not allowed"},
+			wantReason: claims.ReasonTargetNotAllowed, wantMsg: "spec.target.pushSecretRef: not allowed"},
 		{name: "private template, claim's own key", tpl: private, signing: own,
-			wantReason: controllers.ReasonTargetNotAllowed, wantMsg: "spec.signing: not allowed, because ClaimTemplate tpl reads a private repository"},
+			wantReason: claims.ReasonTargetNotAllowed, wantMsg: "spec.signing: not allowed, because ClaimTemplate tpl reads a private repository"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)

@@ -14,6 +14,7 @@ import (
 	"github.com/packline/packline/api/v1alpha1"
 	workerv1 "github.com/packline/packline/api/worker/v1"
 	"github.com/packline/packline/controllers"
+	"github.com/packline/packline/controllers/claims"
 	"github.com/packline/packline/controllers/pipeline"
 	"github.com/packline/packline/test/wrappers"
 )
@@ -208,7 +209,7 @@ func TestClaimWork(t *testing.T) {
 	invalid := tpl().Obj()
 	invalid.Generation = 2
 	invalid.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse,
-		Reason: controllers.ReasonInvalidTemplate, Message: "spec.kinds: this cluster does not serve Widget.example.com", ObservedGeneration: 2}}
+		Reason: claims.ReasonInvalidTemplate, Message: "spec.kinds: this cluster does not serve Widget.example.com", ObservedGeneration: 2}}
 
 	// got is what a test compares: the Blocked verdict, or the Work's
 	// decisions (Secret references are in Mounts).
@@ -265,24 +266,24 @@ func TestClaimWork(t *testing.T) {
 			want: got{Blocked: controllers.ReasonTemplateNotReady}},
 		{name: "namespace not allowed",
 			c: claim().Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: map[string]string{"site": "a"}},
-			want: got{Blocked: controllers.ReasonAccessDenied, Permanent: true}},
+			want: got{Blocked: claims.ReasonAccessDenied, Permanent: true}},
 		{name: "exposure not offered",
 			c: claim().Exposure(v1alpha1.ExposureNodePort).Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant},
-			want: got{Blocked: controllers.ReasonExposureNotOffered, Permanent: true}},
+			want: got{Blocked: claims.ReasonExposureNotOffered, Permanent: true}},
 		{name: "values against the schema",
 			c: claim().Values(`{"replicas":9}`).Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant},
-			want: got{Blocked: controllers.ReasonInvalidValues, Permanent: true}},
+			want: got{Blocked: claims.ReasonInvalidValues, Permanent: true}},
 		{name: "no target repository",
 			c: claim().Obj(), in: controllers.ClaimInputs{Template: tpl().RepositoryPrefix("").Obj(), NamespaceLabels: tenant},
-			want: got{Blocked: controllers.ReasonNoTarget, Permanent: true}},
+			want: got{Blocked: claims.ReasonNoTarget, Permanent: true}},
 		{name: "private template: the Claim may not pick the push Secret",
 			c:    claim().PushSecret("mine").Obj(),
 			in:   controllers.ClaimInputs{Template: tpl().Private("repo", "push").Obj(), NamespaceLabels: tenant, TemplateNamespace: "packline-system"},
-			want: got{Blocked: controllers.ReasonTargetNotAllowed, Permanent: true}},
+			want: got{Blocked: claims.ReasonTargetNotAllowed, Permanent: true}},
 		{name: "private template without a template namespace",
 			c:    claim().Obj(),
 			in:   controllers.ClaimInputs{Template: tpl().Private("repo", "push").Obj(), NamespaceLabels: tenant},
-			want: got{Blocked: controllers.ReasonInvalidTemplate, Permanent: true}},
+			want: got{Blocked: claims.ReasonInvalidTemplate, Permanent: true}},
 		{name: "public template, no profile",
 			c: claim().Obj(), in: controllers.ClaimInputs{Template: tpl().Obj(), NamespaceLabels: tenant},
 			want: got{Target: workerv1.Target{Repository: repo, Tag: "latest"}, Exposure: clusterIP}},
