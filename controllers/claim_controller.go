@@ -26,7 +26,7 @@ import (
 // Reasons a Claim cannot render yet, besides those of the rules in
 // controllers/claims (shared with the admission webhook), declared there.
 const (
-	// ReasonTemplateNotFound: spec.templateRef names no ClaimTemplate; the
+	// ReasonTemplateNotFound: the Claim's spec.templateRef names no ClaimTemplate; the
 	// Claim waits for one of that name.
 	ReasonTemplateNotFound = "TemplateNotFound"
 	// ReasonProfileInvalid: an EnvironmentProfile meant for the Claim's
