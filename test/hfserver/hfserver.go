@@ -61,8 +61,8 @@ type Server struct {
 	gate  chan struct{} // when set, file downloads wait for it to close
 	// rate, when set, paces file downloads to that many bytes per second.
 	rate int64
-	srv   *http.Server
-	ln    net.Listener
+	srv  *http.Server
+	ln   net.Listener
 }
 
 // Start serves on a free loopback port until Close.
