@@ -94,6 +94,15 @@ func ClaimWork(c *v1alpha1.Claim, in ClaimInputs) (pipeline.Work, error) {
 		return pipeline.Work{}, err
 	}
 	doc.InitPull = claims.InitPullOf(c, tpl, in.Artifacts, in.WorkerImage)
+	if doc.InitPull != nil {
+		// The init container's image and each registry's transport are in
+		// the render: a change of either renders again.
+		b, err := json.Marshal(doc.InitPull)
+		if err != nil {
+			return pipeline.Work{}, err
+		}
+		hash = pipeline.InputsHash([]byte(hash), b)
+	}
 	doc.Signing = claimSigning(&p.mounts, c, tpl, profile, p.hints)
 	ws, resources := profileWorkspace(profile)
 	if profile != nil {

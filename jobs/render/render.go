@@ -77,7 +77,7 @@ func manifests(c workerv1.Claim, snap *source.Snapshot, l Limits) (resmap.ResMap
 	if err := postrender.Profile(m, c.Profile); err != nil {
 		return nil, nil, err
 	}
-	if err := postrender.InitPulls(m, c.Template.Parameters, values, c.InitPull); err != nil {
+	if err := postrender.InitPulls(m, c.Template.Parameters, values, c.InitPull, c.Profile); err != nil {
 		return nil, nil, err
 	}
 	if err := checkKinds(m, c.Template.Kinds); err != nil {

@@ -32,11 +32,17 @@ const pullAuthVolume = "packline-pull-auth"
 // of the same name (so the workload's volumeMounts stay as they are), and
 // an init container running image's `worker pull` fills it with the
 // reference the volume had. It runs after Profile, so that it pulls what
-// the node would have pulled (registry rewrites applied) with the pull
-// Secrets the pod ends with.
-func InitPulls(m resmap.ResMap, params []v1alpha1.ParameterBinding, values map[string]any, ip *workerv1.InitPull) error {
+// the node would have pulled (Profile rewrites image volumes' references
+// too) with the pull Secrets the pod ends with; the worker image is
+// rewritten by the profile's registry rewrites as every container is.
+func InitPulls(m resmap.ResMap, params []v1alpha1.ParameterBinding, values map[string]any, ip *workerv1.InitPull, profile *v1alpha1.EnvironmentProfileSpec) error {
 	if ip == nil {
 		ip = &workerv1.InitPull{}
+	}
+	if profile != nil && ip.Image != "" {
+		c := *ip
+		c.Image = Rewrite(ip.Image, profile.RegistryRewrites)
+		ip = &c
 	}
 	for i, b := range params {
 		if b.Mount != v1alpha1.ArtifactMountInitPull {
@@ -96,13 +102,22 @@ func initPull(m resmap.ResMap, i int, b v1alpha1.ParameterBinding, ip *workerv1.
 	if err := setField(vol, "emptyDir", map[string]any{}); err != nil {
 		return err
 	}
+	if err := readOnlyMounts(spec, name); err != nil {
+		return err
+	}
+	plainHTTP, insecure := slices.Contains(ip.PlainHTTP, b.Value), slices.Contains(ip.Insecure, b.Value)
 	var auth string
-	if secrets, err := spec.Pipe(kyaml.Lookup("imagePullSecrets")); err == nil && secrets != nil {
+	if secrets, err := spec.Pipe(kyaml.Lookup("imagePullSecrets")); err == nil && secrets != nil && !plainHTTP && !insecure {
+		// The pod's pull Secret is the template's or the profile's, not
+		// the tenant's; the transport comes from the tenant's own Artifact
+		// (spec.target), so over a transport the tenant weakened it is
+		// never sent (as a private template's push credential is not:
+		// claims.PrivateTarget). The kubelet never weakens it per pod.
 		if items, _ := secrets.Elements(); len(items) > 0 {
 			auth = kyaml.GetValue(items[0].Field("name").Value)
 		}
 	}
-	c := InitPullContainer(name, ref, image, slices.Contains(ip.PlainHTTP, b.Value), slices.Contains(ip.Insecure, b.Value), auth != "")
+	c := InitPullContainer(name, ref, image, plainHTTP, insecure, auth != "")
 	if err := prepend(spec, "initContainers", c); err != nil {
 		return err
 	}
@@ -112,6 +127,41 @@ func initPull(m resmap.ResMap, i int, b v1alpha1.ParameterBinding, ip *workerv1.
 	return appendUnique(spec, "volumes", PullAuthVolume(auth), func(e *kyaml.RNode) bool {
 		return kyaml.GetValue(e.Field("name").Value) == pullAuthVolume
 	})
+}
+
+// readOnlyMounts makes every mount of volume in the pod's containers
+// read-only: the image volume the emptyDir replaces was, and the model a
+// workload reads must not be changed by it under another container.
+func readOnlyMounts(spec *kyaml.RNode, volume string) error {
+	for _, list := range containerLists {
+		cs, err := spec.Pipe(kyaml.Lookup(list))
+		if err != nil || cs == nil {
+			continue
+		}
+		items, err := cs.Elements()
+		if err != nil {
+			return err
+		}
+		for _, c := range items {
+			mounts, err := c.Pipe(kyaml.Lookup("volumeMounts"))
+			if err != nil || mounts == nil {
+				continue
+			}
+			ms, err := mounts.Elements()
+			if err != nil {
+				return err
+			}
+			for _, vm := range ms {
+				if kyaml.GetValue(vm.Field("name").Value) != volume {
+					continue
+				}
+				if err := vm.PipeE(kyaml.SetField("readOnly", kyaml.NewRNode(&kyaml.Node{Kind: kyaml.ScalarNode, Tag: kyaml.NodeTagBool, Value: "true"}))); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // InitPullContainer is the init container that fills volume with ref: the

@@ -16,8 +16,9 @@ import (
 )
 
 // server is the vllm-server fixture's shape: a Deployment with the model
-// as its second volume, read-only in the container, and its own init
-// container.
+// as its second volume, and its own init container. The container's mount
+// does not say readOnly: an image volume is read-only anyway, so templates
+// often leave it out.
 const server = `apiVersion: apps/v1
 kind: Deployment
 metadata:
@@ -35,7 +36,6 @@ spec:
           volumeMounts:
             - name: model
               mountPath: /models
-              readOnly: true
       volumes:
         - name: cache
           emptyDir: {}
@@ -71,14 +71,17 @@ func TestInitPulls(t *testing.T) {
 	ip := &workerv1.InitPull{Image: "reg.example:5000/packline/worker@sha256:22", PlainHTTP: []string{"model"}}
 
 	tests := []struct {
-		name      string
-		podExtra  string
-		binding   v1alpha1.ParameterBinding
-		values    map[string]any
-		ip        *workerv1.InitPull
-		wantInit  []corev1.Container
-		wantVols  []corev1.Volume
-		wantError string
+		name     string
+		podExtra string
+		binding  v1alpha1.ParameterBinding
+		values   map[string]any
+		ip       *workerv1.InitPull
+		profile  *v1alpha1.EnvironmentProfileSpec
+		wantInit []corev1.Container
+		wantVols []corev1.Volume
+		// wantMounts, when set, are the workload container's mounts.
+		wantMounts []corev1.VolumeMount
+		wantError  string
 	}{{
 		name: "image volume becomes an emptyDir filled first by worker pull", binding: binding, values: map[string]any{"model": "tiny"}, ip: ip,
 		wantInit: []corev1.Container{pull, warmup}, wantVols: []corev1.Volume{cache, pulled},
@@ -92,6 +95,28 @@ func TestInitPulls(t *testing.T) {
 			SecurityContext: hardened}, warmup},
 		wantVols: []corev1.Volume{cache, pulled, {Name: "packline-pull-auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: "regcred", Items: []corev1.KeyToPath{{Key: ".dockerconfigjson", Path: "config.json"}}}}}},
+	}, {
+		name: "the workload mounts the filled emptyDir read-only, as it did the image volume", binding: binding, values: map[string]any{"model": "tiny"}, ip: ip,
+		wantInit: []corev1.Container{pull, warmup}, wantVols: []corev1.Volume{cache, pulled},
+		wantMounts: []corev1.VolumeMount{{Name: "model", MountPath: "/models", ReadOnly: true}},
+	}, {
+		// The transport is the tenant's (its Artifact's spec.target), the
+		// pull Secret the template's or the profile's: never sent over a
+		// transport the tenant weakened.
+		name: "plain HTTP: the pod's pull Secret is not mounted", podExtra: "imagePullSecrets: [{name: regcred}]",
+		binding: binding, values: map[string]any{"model": "tiny"}, ip: ip,
+		wantInit: []corev1.Container{pull, warmup}, wantVols: []corev1.Volume{cache, pulled},
+	}, {
+		name: "TLS not verified: the pod's pull Secret is not mounted", podExtra: "imagePullSecrets: [{name: regcred}]",
+		binding: binding, values: map[string]any{"model": "tiny"}, ip: &workerv1.InitPull{Image: ip.Image, Insecure: []string{"model"}},
+		wantInit: []corev1.Container{{Name: "packline-pull-model", Image: ip.Image, Args: []string{"pull", "--insecure", modelRef, PullDir},
+			VolumeMounts: []corev1.VolumeMount{{Name: "model", MountPath: PullDir}}, SecurityContext: hardened}, warmup},
+		wantVols: []corev1.Volume{cache, pulled},
+	}, {
+		name: "the profile's registry rewrites apply to the worker image", binding: binding, values: map[string]any{"model": "tiny"}, ip: ip,
+		profile:  &v1alpha1.EnvironmentProfileSpec{RegistryRewrites: []v1alpha1.RegistryRewrite{{From: "reg.example:5000/packline", To: "mirror.example/packline"}}},
+		wantInit: []corev1.Container{func() corev1.Container { c := pull; c.Image = "mirror.example/packline/worker@sha256:22"; return c }(), warmup},
+		wantVols: []corev1.Volume{cache, pulled},
 	}, {
 		name: "mount ImageVolume keeps the image volume", binding: with(func(b *v1alpha1.ParameterBinding) { b.Mount = v1alpha1.ArtifactMountImageVolume }),
 		values: map[string]any{"model": "tiny"}, ip: ip, wantInit: []corev1.Container{warmup}, wantVols: []corev1.Volume{cache, imageVolume},
@@ -122,7 +147,7 @@ func TestInitPulls(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = InitPulls(m, []v1alpha1.ParameterBinding{tc.binding}, tc.values, tc.ip)
+			err = InitPulls(m, []v1alpha1.ParameterBinding{tc.binding}, tc.values, tc.ip, tc.profile)
 			if tc.wantError != "" {
 				if err == nil || err.Error() != tc.wantError {
 					t.Fatalf("error %v, want %q", err, tc.wantError)
@@ -150,6 +175,11 @@ func TestInitPulls(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantVols, spec.Volumes); diff != "" {
 				t.Errorf("volumes (-want +got):\n%s", diff)
+			}
+			if tc.wantMounts != nil {
+				if diff := cmp.Diff(tc.wantMounts, spec.Containers[0].VolumeMounts); diff != "" {
+					t.Errorf("the workload's mounts (-want +got):\n%s", diff)
+				}
 			}
 		})
 	}

@@ -77,6 +77,11 @@ func profilePod(spec *kyaml.RNode, p *v1alpha1.EnvironmentProfileSpec) error {
 		}
 	}
 	if len(p.RegistryRewrites) > 0 {
+		// Image volumes are pulled by the node as container images are:
+		// the platform's "only through the mirror" holds for them too.
+		if err := rewriteImageVolumes(spec, p.RegistryRewrites); err != nil {
+			return err
+		}
 		for _, list := range containerLists {
 			cs, err := spec.Pipe(kyaml.Lookup(list))
 			if err != nil || cs == nil {
@@ -96,6 +101,35 @@ func profilePod(spec *kyaml.RNode, p *v1alpha1.EnvironmentProfileSpec) error {
 						return err
 					}
 				}
+			}
+		}
+	}
+	return nil
+}
+
+// rewriteImageVolumes applies the registry rewrites to every
+// volumes[].image.reference of the pod spec.
+func rewriteImageVolumes(spec *kyaml.RNode, rewrites []v1alpha1.RegistryRewrite) error {
+	list, err := spec.Pipe(kyaml.Lookup("volumes"))
+	if err != nil || list == nil {
+		return err
+	}
+	vols, err := list.Elements()
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		img, err := v.Pipe(kyaml.Lookup("image"))
+		if err != nil || img == nil {
+			continue
+		}
+		ref := kyaml.GetValue(img.Field("reference").Value)
+		if ref == "" {
+			continue
+		}
+		if out := Rewrite(ref, rewrites); out != ref {
+			if err := setField(img, "reference", out); err != nil {
+				return err
 			}
 		}
 	}

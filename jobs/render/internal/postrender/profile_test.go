@@ -23,6 +23,10 @@ spec:
       containers:
         - name: db
           image: postgres:16
+      volumes:
+        - name: model
+          image:
+            reference: ghcr.io/org/model@sha256:1111111111111111111111111111111111111111111111111111111111111111
   volumeClaimTemplates:
     - metadata:
         name: data
@@ -102,6 +106,8 @@ func TestProfileOnEveryWorkloadKind(t *testing.T) {
 	}{
 		{"statefulset runtime class overridden", at(sts, "spec", "template", "spec", "runtimeClassName"), "nvidia"},
 		{"statefulset image rewritten", at(sts, "spec", "template", "spec", "containers", 0, "image"), "mirror.example.com/hub/library/postgres:16"},
+		{"statefulset image volume rewritten (the node pulls it as it pulls images)", at(sts, "spec", "template", "spec", "volumes", 0, "image", "reference"),
+			"mirror.example.com/ghcr/org/model@sha256:1111111111111111111111111111111111111111111111111111111111111111"},
 		{"claim template storage class", at(sts, "spec", "volumeClaimTemplates", 0, "spec", "storageClassName"), "fast"},
 		{"cronjob runtime class", at(cron, "spec", "jobTemplate", "spec", "template", "spec", "runtimeClassName"), "nvidia"},
 		{"cronjob image rewritten", at(cron, "spec", "jobTemplate", "spec", "template", "spec", "containers", 0, "image"), "mirror.example.com/ghcr/org/backup:1"},
