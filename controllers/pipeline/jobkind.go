@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -101,15 +102,44 @@ func (c Config) NewJob(kind JobKind, p JobParams, overrides ...*corev1.ResourceR
 // label existed.
 func KindOf(j *batchv1.Job) JobKind { return JobKind(j.Labels[LabelJobKind]) }
 
-// CreateJob creates job; AlreadyExists means a Job of that deterministic
-// name is there (the cache lagged), which callers that find their Jobs by
-// label then see. Any other refusal is a StepError naming the Job.
+// CreateJob creates job. AlreadyExists means a Job of that deterministic
+// name is there: ours when the cache lagged, which callers that find their
+// Jobs by label then see; else someone else's, which is never adopted (a
+// tenant who may create Jobs could have made it to be read as ours): a
+// stalling ReasonJobConflict. Any other refusal is a StepError naming the
+// Job.
 func CreateJob(ctx context.Context, c client.Client, job *batchv1.Job) error {
 	err := c.Create(ctx, job)
-	if err == nil || apierrors.IsAlreadyExists(err) {
+	if err == nil {
 		return nil
 	}
-	return &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating %s Job %s/%s: %w", KindOf(job), job.Namespace, job.Name, err)}
+	if !apierrors.IsAlreadyExists(err) {
+		return &StepError{Reason: ReasonJobRejected, Err: fmt.Errorf("creating %s Job %s/%s: %w", KindOf(job), job.Namespace, job.Name, err)}
+	}
+	found := &batchv1.Job{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(job), found); err != nil {
+		// Not in the cache yet: the next reconcile sees it, and asks again.
+		return client.IgnoreNotFound(err)
+	}
+	if !sameMaker(job, found) {
+		return &StepError{Reason: ReasonJobConflict, Stall: true, Err: fmt.Errorf(
+			"%s Job %s/%s already exists and was not made for this run (owner UID %q, not %q): packline neither adopts nor deletes it; delete it",
+			KindOf(job), found.Namespace, found.Name, found.Labels[LabelOwnerUID], job.Labels[LabelOwnerUID])}
+	}
+	return nil
+}
+
+// sameMaker says found was made as want is: for the same owner (its UID
+// label) and, when want has one, under the same controller reference.
+func sameMaker(want, found *batchv1.Job) bool {
+	if found.Labels[LabelOwnerUID] != want.Labels[LabelOwnerUID] {
+		return false
+	}
+	if ref := metav1.GetControllerOf(want); ref != nil {
+		got := metav1.GetControllerOf(found)
+		return got != nil && got.UID == ref.UID
+	}
+	return true
 }
 
 // ObserveJob lists job's own pods (JobPods), in name order, and observes
@@ -121,6 +151,12 @@ func ObserveJob(ctx context.Context, pods client.Reader, events client.Reader, j
 	if err != nil {
 		return Observation{}, 0, err
 	}
+	return observePods(ctx, events, job, list)
+}
+
+// observePods is ObserveJob on the Job's pods already listed (the run's
+// observe also reads its worker's progress from them).
+func observePods(ctx context.Context, events client.Reader, job *batchv1.Job, list []corev1.Pod) (o Observation, requeue time.Duration, err error) {
 	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
 	o = Observe(job, list)
 	pod := waitingOnNode(o, list)

@@ -202,20 +202,6 @@ func (r *ProgressReader) read(ctx context.Context, pod *corev1.Pod) (workerv1.Pr
 	return p, ok, nil
 }
 
-// progressOf refreshes a running run's progress from its Job's pods (the
-// cache's; listed only when there can be progress to read), and says when
-// to look again.
-func (p *Pipeline) progressOf(ctx context.Context, s *scope, o Observation) time.Duration {
-	if p.Progress == nil || o.State != StateRunning {
-		return 0
-	}
-	pods, err := JobPods(ctx, p.Client, s.job)
-	if err != nil {
-		return 0
-	}
-	return p.refreshProgress(ctx, s, pods, o)
-}
-
 // refreshProgress updates status.progress of a Running run from its
 // worker's log when a read is due, and returns when to look again (0 when
 // there is nothing to read).

@@ -58,7 +58,8 @@ func (p *Pipeline) deleteRemoteChildren(ctx context.Context, obj Object) error {
 		if !remote(j) {
 			continue
 		}
-		if err := p.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		// Only the Job listed, not one made under its name since.
+		if err := p.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &j.UID}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting Job %s/%s: %w", j.Namespace, j.Name, err)
 		}
 		logf.FromContext(ctx).Info("deleted Job of a deleted owner", "namespace", j.Namespace, "job", j.Name)

@@ -38,7 +38,8 @@ func (p *Pipeline) resultFromRegistry(ctx context.Context, s *scope) (Observatio
 		if attemptOf(j) != attempt {
 			continue
 		}
-		o, _, err := p.observeJob(ctx, j)
+		// Only the end matters here: no mount events to read.
+		o, _, err := ObserveJob(ctx, p.Client, nil, j)
 		if err != nil {
 			return Observation{}, err
 		}

@@ -12,7 +12,10 @@ import (
 const (
 	ReasonWorkspaceRejected = "WorkspaceRejected"
 	ReasonJobRejected       = "JobRejected"
-	ReasonReconcileError    = "ReconcileError"
+	// ReasonJobConflict: a Job of the name packline would create exists
+	// and was not made for this run; packline never adopts it.
+	ReasonJobConflict    = "JobConflict"
+	ReasonReconcileError = "ReconcileError"
 )
 
 // StepError is a reconcile step's error with the reason status shows.

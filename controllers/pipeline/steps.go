@@ -317,7 +317,11 @@ var errPredecessorJob = errors.New("predecessor's Job")
 
 // observe reads the Job and its pods and moves the phase.
 func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
-	o, poll, err := p.observeJob(ctx, s.job)
+	pods, err := JobPods(ctx, p.Client, s.job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	o, poll, err := observePods(ctx, p.APIReader, s.job, pods)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -335,10 +339,8 @@ func (p *Pipeline) observe(ctx context.Context, s *scope) (ctrl.Result, error) {
 		}
 	}
 	res := p.apply(s, o)
-	if poll > 0 && (res.RequeueAfter == 0 || poll < res.RequeueAfter) {
-		res.RequeueAfter = poll
-	}
-	res = lowestRequeue(res, ctrl.Result{RequeueAfter: p.progressOf(ctx, s, o)})
+	res = lowestRequeue(res, ctrl.Result{RequeueAfter: poll})
+	res = lowestRequeue(res, ctrl.Result{RequeueAfter: p.refreshProgress(ctx, s, pods, o)})
 	return res, nil
 }
 
