@@ -39,14 +39,10 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 	file := filepath.Join(dl, name)
 	var pre *pack.Prehash
 	var prog *progress
-	defer func() {
-		if prog != nil {
-			prog.stop()
-		}
-	}()
 	sum, modified, err := download(ctx, env.HTTP, s.URL, file, func(size int64) io.Writer {
-		// Bytes, rate and ETA every 5 s, as for the Hub (status.progress).
-		prog = newProgress(logOrDiscard(env.Log), max(size, 0))
+		// Bytes, rate and ETA every 5 s, as for the Hub (status.progress),
+		// while the bytes come: not through the checksum and extraction.
+		prog = newProgress(env.Log, max(size, 0))
 		counted := progressWriter{prog}
 		// A plain file is its own layer at the root, 0644 once settled:
 		// it is hashed as that layer while it downloads, so that pushing
@@ -61,6 +57,9 @@ func fetchHTTP(ctx context.Context, s v1alpha1.HTTPSource, env Env) (Fetched, er
 		pre = p
 		return io.MultiWriter(p, counted)
 	})
+	if prog != nil {
+		prog.stop()
+	}
 	if err != nil {
 		return Fetched{}, err
 	}
@@ -172,11 +171,4 @@ type progressWriter struct{ p *progress }
 func (w progressWriter) Write(b []byte) (int, error) {
 	w.p.add(int64(len(b)))
 	return len(b), nil
-}
-
-func logOrDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
 }

@@ -131,7 +131,11 @@ func TestPluginUIBrowser(t *testing.T) {
 	if shots == "" {
 		shots = t.TempDir()
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.WindowSize(1180, 860), chromedp.DisableGPU)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chrome), chromedp.WindowSize(1180, 860), chromedp.DisableGPU,
+		// Tests talk to loopback only: every host name but the page's
+		// address resolves to nothing, and no proxy is tried.
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"),
+		chromedp.Flag("no-proxy-server", true))
 	if os.Geteuid() == 0 {
 		// Chromium refuses to run as root with its sandbox (CI runs as root).
 		opts = append(opts, chromedp.NoSandbox)

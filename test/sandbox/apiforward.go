@@ -31,6 +31,10 @@ func startAPIForward(apiserver string) (*apiForward, error) {
 	if err != nil {
 		return nil, fmt.Errorf("API server relay on the bridge: %w", err)
 	}
+	_, pods, err := net.ParseCIDR(BridgeSubnet)
+	if err != nil {
+		return nil, err
+	}
 	f := &apiForward{ln: ln, port: ln.Addr().(*net.TCPAddr).Port}
 	f.wg.Add(1)
 	go func() {
@@ -40,10 +44,23 @@ func startAPIForward(apiserver string) (*apiForward, error) {
 			if err != nil {
 				return
 			}
+			if !fromBridge(c, pods) {
+				// The gateway address is the host's own: a machine that
+				// routes the subnet through this host could reach it. Only
+				// the sandbox's pods may.
+				_ = c.Close()
+				continue
+			}
 			go relay(c, u.Host)
 		}
 	}()
 	return f, nil
+}
+
+// fromBridge says c comes from an address on the pods' bridge.
+func fromBridge(c net.Conn, pods *net.IPNet) bool {
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	return ok && pods.Contains(a.IP)
 }
 
 func relay(c net.Conn, to string) {

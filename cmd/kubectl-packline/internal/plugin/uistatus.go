@@ -31,8 +31,9 @@ type uiRun struct {
 	Conditions         []map[string]any `json:"conditions"`
 	// Progress is status.progress as the API server returns it.
 	Progress any `json:"progress,omitempty"`
-	// Step is a Claim's status.step (clone, render, push, deliver).
-	Step     any         `json:"step,omitempty"`
+	// Step is status.progress.step: download for an import, and clone,
+	// render, push or deliver for a Claim.
+	Step     string      `json:"step,omitempty"`
 	Delivery *uiDelivery `json:"delivery,omitempty"`
 	Created  string      `json:"created"`
 }
@@ -130,7 +131,7 @@ func RunView(u *unstructured.Unstructured) uiRun {
 	if p, ok, _ := unstructured.NestedFieldCopy(u.Object, "status", "progress"); ok {
 		run.Progress = p
 	}
-	if st, ok, _ := unstructured.NestedFieldCopy(u.Object, "status", "step"); ok {
+	if st, ok, _ := unstructured.NestedString(u.Object, "status", "progress", "step"); ok {
 		run.Step = st
 	}
 	if d, ok, _ := unstructured.NestedMap(u.Object, "status", "delivery"); ok {

@@ -285,7 +285,7 @@ function readyNode(run, key) {
 
 function stepNode(run) {
   const td = el("td", { class: "progress-cell" });
-  if (run.step !== undefined && run.step !== null) td.append(el("span", { class: "step", text: typeof run.step === "object" ? JSON.stringify(run.step) : String(run.step) }), " ");
+  if (run.step) td.append(el("span", { class: "step", text: run.step }), " ");
   const p = progressNode(run.progress);
   if (p) td.append(p);
   if (!td.childNodes.length) td.textContent = run.phase === "Succeeded" ? "done" : "—";
