@@ -344,6 +344,13 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("preview-button").addEventListener("click", preview);
   document.getElementById("create-button").addEventListener("click", create);
   loadTemplates();
-  poll();
-  setInterval(poll, 2000);
+  pollLoop();
 });
+
+// pollLoop reads status every 2 s after the last read ended: a slow API
+// server never gets a second round of the user's reads on top of one
+// still in flight.
+async function pollLoop() {
+  await poll();
+  setTimeout(pollLoop, 2000);
+}
