@@ -82,10 +82,7 @@ func initPull(m resmap.ResMap, i int, b v1alpha1.ParameterBinding, ip *workerv1.
 		return rejected("%s %s has no pod template", r.GetKind(), r.GetName())
 	}
 	idx, _ := strconv.Atoi(sub[2])
-	var vols []*kyaml.RNode
-	if list, err := spec.Pipe(kyaml.Lookup("volumes")); err == nil && list != nil {
-		vols, _ = list.Elements()
-	}
+	vols, _ := elements(spec, "volumes")
 	if idx >= len(vols) {
 		return rejected("fieldPath %q: %s %s has %d volumes", b.FieldPath, r.GetKind(), r.GetName(), len(vols))
 	}
@@ -133,35 +130,21 @@ func initPull(m resmap.ResMap, i int, b v1alpha1.ParameterBinding, ip *workerv1.
 // read-only: the image volume the emptyDir replaces was, and the model a
 // workload reads must not be changed by it under another container.
 func readOnlyMounts(spec *kyaml.RNode, volume string) error {
-	for _, list := range containerLists {
-		cs, err := spec.Pipe(kyaml.Lookup(list))
-		if err != nil || cs == nil {
-			continue
-		}
-		items, err := cs.Elements()
+	readOnly := kyaml.SetField("readOnly", kyaml.NewRNode(&kyaml.Node{Kind: kyaml.ScalarNode, Tag: kyaml.NodeTagBool, Value: "true"}))
+	return eachContainer(spec, func(c *kyaml.RNode) error {
+		mounts, err := elements(c, "volumeMounts")
 		if err != nil {
 			return err
 		}
-		for _, c := range items {
-			mounts, err := c.Pipe(kyaml.Lookup("volumeMounts"))
-			if err != nil || mounts == nil {
-				continue
-			}
-			ms, err := mounts.Elements()
-			if err != nil {
-				return err
-			}
-			for _, vm := range ms {
-				if kyaml.GetValue(vm.Field("name").Value) != volume {
-					continue
-				}
-				if err := vm.PipeE(kyaml.SetField("readOnly", kyaml.NewRNode(&kyaml.Node{Kind: kyaml.ScalarNode, Tag: kyaml.NodeTagBool, Value: "true"}))); err != nil {
+		for _, vm := range mounts {
+			if kyaml.GetValue(vm.Field("name").Value) == volume {
+				if err := vm.PipeE(readOnly); err != nil {
 					return err
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // InitPullContainer is the init container that fills volume with ref: the

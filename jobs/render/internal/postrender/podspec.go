@@ -44,6 +44,32 @@ func podSpec(r *resource.Resource) (*kyaml.RNode, error) {
 // containerLists are the pod spec fields holding containers.
 var containerLists = []string{"initContainers", "containers", "ephemeralContainers"}
 
+// elements are the items of n's list field; none when n has no such list.
+func elements(n *kyaml.RNode, field string) ([]*kyaml.RNode, error) {
+	list, err := n.Pipe(kyaml.Lookup(field))
+	if err != nil || list == nil {
+		return nil, nil
+	}
+	return list.Elements()
+}
+
+// eachContainer calls f on every container of the pod spec, init and
+// ephemeral ones included.
+func eachContainer(spec *kyaml.RNode, f func(c *kyaml.RNode) error) error {
+	for _, list := range containerLists {
+		items, err := elements(spec, list)
+		if err != nil {
+			return err
+		}
+		for _, c := range items {
+			if err := f(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // toNode turns a JSON value into a YAML node.
 func toNode(v any) (*kyaml.RNode, error) {
 	b, err := json.Marshal(v)

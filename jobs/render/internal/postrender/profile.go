@@ -82,27 +82,13 @@ func profilePod(spec *kyaml.RNode, p *v1alpha1.EnvironmentProfileSpec) error {
 		if err := rewriteImageVolumes(spec, p.RegistryRewrites); err != nil {
 			return err
 		}
-		for _, list := range containerLists {
-			cs, err := spec.Pipe(kyaml.Lookup(list))
-			if err != nil || cs == nil {
-				continue
+		return eachContainer(spec, func(c *kyaml.RNode) error {
+			img := kyaml.GetValue(c.Field("image").Value)
+			if out := Rewrite(img, p.RegistryRewrites); img != "" && out != img {
+				return setField(c, "image", out)
 			}
-			items, err := cs.Elements()
-			if err != nil {
-				return err
-			}
-			for _, c := range items {
-				img := kyaml.GetValue(c.Field("image").Value)
-				if img == "" {
-					continue
-				}
-				if out := Rewrite(img, p.RegistryRewrites); out != img {
-					if err := setField(c, "image", out); err != nil {
-						return err
-					}
-				}
-			}
-		}
+			return nil
+		})
 	}
 	return nil
 }
@@ -110,11 +96,7 @@ func profilePod(spec *kyaml.RNode, p *v1alpha1.EnvironmentProfileSpec) error {
 // rewriteImageVolumes applies the registry rewrites to every
 // volumes[].image.reference of the pod spec.
 func rewriteImageVolumes(spec *kyaml.RNode, rewrites []v1alpha1.RegistryRewrite) error {
-	list, err := spec.Pipe(kyaml.Lookup("volumes"))
-	if err != nil || list == nil {
-		return err
-	}
-	vols, err := list.Elements()
+	vols, err := elements(spec, "volumes")
 	if err != nil {
 		return err
 	}
